@@ -1,0 +1,1 @@
+"""One module per trace format; each exposes FORMAT (see ingest.contract.Format)."""

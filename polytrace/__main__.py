@@ -1,0 +1,3 @@
+from polytrace.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,1 @@
+"""The query catalog: one documented .sql file per characterization query."""

@@ -1,0 +1,1 @@
+"""The PolyTrace web service: REST API and dashboard pages over one DuckDB file."""

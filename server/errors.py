@@ -1,0 +1,39 @@
+"""The one error shape: {"ok": false, "error": "<one line>", "status": N}."""
+from __future__ import annotations
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+
+class ApiError(Exception):
+    def __init__(self, status: int, error: str):
+        super().__init__(error)
+        self.status = status
+        self.error = " ".join(str(error).split())
+
+
+def error_response(status: int, error: str, headers: dict | None = None) -> JSONResponse:
+    return JSONResponse({"ok": False, "error": error, "status": status}, status_code=status,
+                        headers=headers)
+
+
+def _validation_message(exc: RequestValidationError) -> str:
+    first = exc.errors()[0]
+    where = ".".join(str(p) for p in first.get("loc", ()) if p not in ("query", "body", "path"))
+    return f"parameter {where!r}: {first.get('msg', 'invalid')}"
+
+
+def install(app: FastAPI) -> None:
+    @app.exception_handler(ApiError)
+    async def _api_error(request: Request, exc: ApiError):
+        return error_response(exc.status, exc.error)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http_error(request: Request, exc: StarletteHTTPException):
+        return error_response(exc.status_code, str(exc.detail), getattr(exc, "headers", None))
+
+    @app.exception_handler(RequestValidationError)
+    async def _validation_error(request: Request, exc: RequestValidationError):
+        return error_response(422, _validation_message(exc))
