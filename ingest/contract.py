@@ -27,10 +27,15 @@ class Parsed:
     tables: dict[str, pa.Table] = field(default_factory=dict)
     run: dict[str, Any] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
+    # Set by a container of whole runs (a Parquet lake): their `runs` rows, run_id
+    # included. Then every table, runs and ingests too, keeps its run_id column, may
+    # be a pyarrow Dataset that streams from disk, and the runs are restored as they were.
+    runs: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def rows(self) -> int:
-        return sum(t.num_rows for t in self.tables.values())
+        return sum(t.num_rows if isinstance(t, pa.Table) else t.count_rows()
+                   for t in self.tables.values())
 
 
 @dataclass(frozen=True)
@@ -39,7 +44,8 @@ class Format:
 
     `sniff(head, name)` gets the first bytes (already decompressed) and the file
     name and says whether this format claims the file; among the formats that
-    claim it the highest `priority` wins.
+    claim it the highest `priority` wins. A format whose input is a whole directory
+    declares `claims_directory(path)`; a claimed directory is one input, not walked.
     """
 
     name: str
@@ -47,3 +53,4 @@ class Format:
     sniff: Callable[[bytes, str], bool]
     parse: Callable[[Path], Parsed]
     description: str = ""
+    claims_directory: Callable[[Path], bool] | None = None

@@ -1,7 +1,11 @@
 """Transactional load: parse every file first, then write the run in one DuckDB transaction."""
 from __future__ import annotations
 
+import gc
 import hashlib
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from importlib import resources
@@ -12,8 +16,10 @@ import duckdb
 import pyarrow as pa
 
 from ingest import registry
+from ingest.aggregates import FILLS, aggregates_sql, materialize
 from ingest.contract import Format, IngestError, Parsed
-from ingest.sources import expand, sha256_file
+from ingest.layout import run_facts
+from ingest.sources import expand, read_head, sha256_file
 
 RUN_COLUMNS = ("framework", "model", "task", "max_response_len", "n_gpus", "config")
 Progress = Callable[[int, int, str], None]
@@ -26,6 +32,11 @@ class IngestResult:
     rows: dict[str, int]
     existing: bool = False
     warnings: list[str] = field(default_factory=list)
+    # every run the ingest wrote or found: several when a Parquet lake restores many
+    run_ids: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.run_ids = self.run_ids or [self.run_id]
 
 
 @dataclass
@@ -44,6 +55,7 @@ def schema_sql() -> str:
 
 def ensure_schema(con: duckdb.DuckDBPyConnection) -> None:
     con.execute(schema_sql())
+    con.execute(aggregates_sql())
 
 
 def _now() -> datetime:
@@ -76,6 +88,8 @@ def ingest_paths(
             if existing:
                 return IngestResult(existing[0], existing[1], _row_counts(con, existing[0]), existing=True)
         _parse_all(files, progress)
+        if any(f.parsed.runs for f in files):
+            return _restore(con, files, name)
         run_id = _new_run_id(con, digest)
         result = _write(con, run_id, digest, files, name or _default_name(paths))
         return result
@@ -90,13 +104,16 @@ def ingest_paths(
 
 def _collect(paths: list[Path], forced: str | None) -> list[_File]:
     fmt = registry.get(forced) if forced else None
-    listed = list(expand(paths))
+    wholes = {p: _directory_format(p, fmt) for p in paths}
+    files = [_whole_directory(p, f) for p, f in wholes.items() if f]
+    listed = list(expand([p for p, f in wholes.items() if not f]))
     named_dir = any(p.is_dir() for p in paths)
-    files = []
-    for path in listed:
-        f = _File(path, sha256_file(path), path.stat().st_size)
+    for path, digest in zip(listed, _hashes(listed)):
+        f = _File(path, digest, path.stat().st_size)
         f.format = fmt or registry.detect(path)
         if f.format is None and not named_dir:
+            if not read_head(path, 4096).strip():
+                raise IngestError(f"{path.name}: empty file")
             raise IngestError(f"{path.name}: unknown format (try --format; known: "
                               f"{', '.join(x.name for x in registry.FORMATS)})")
         if f.format is not None:
@@ -107,6 +124,31 @@ def _collect(paths: list[Path], forced: str | None) -> list[_File]:
     return files
 
 
+def _hashes(paths: list[Path]) -> list[str]:
+    """sha256 of each file; hashlib and file reads release the GIL, so threads overlap them."""
+    if len(paths) < 2:
+        return [sha256_file(p) for p in paths]
+    with ThreadPoolExecutor(max_workers=min(4, len(paths))) as pool:
+        return list(pool.map(sha256_file, paths))
+
+
+def _directory_format(path: Path, forced: Format | None) -> Format | None:
+    """The format that takes this directory as one input (a Parquet lake), if any."""
+    if not path.is_dir():
+        return None
+    if forced:
+        return forced if forced.claims_directory else None
+    return registry.claiming(path)
+
+
+def _whole_directory(root: Path, fmt: Format) -> _File:
+    h, size = hashlib.sha256(), 0
+    for path in expand([root]):
+        h.update(f"{path.relative_to(root)}\0{sha256_file(path)}\n".encode())
+        size += path.stat().st_size
+    return _File(root, h.hexdigest(), size, fmt)
+
+
 def _run_digest(files: list[_File]) -> str:
     h = hashlib.sha256()
     for f in sorted(files, key=lambda f: f.sha256):
@@ -115,6 +157,25 @@ def _run_digest(files: list[_File]) -> str:
 
 
 def _parse_all(files: list[_File], progress: Progress | None) -> None:
+    with _gc_paused():
+        _parse_each(files, progress)
+    if progress:
+        progress(len(files), len(files), "loading")
+
+
+@contextmanager
+def _gc_paused():
+    """Parsing allocates millions of acyclic objects; cyclic GC passes over them only cost time."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def _parse_each(files: list[_File], progress: Progress | None) -> None:
     for i, f in enumerate(files):
         if progress:
             progress(i, len(files), f.path.name)
@@ -127,8 +188,6 @@ def _parse_all(files: list[_File], progress: Progress | None) -> None:
                 pa.ArrowException, EOFError, OSError, RecursionError, MemoryError) as e:
             reason = str(e).splitlines()[0] if str(e) else type(e).__name__
             raise IngestError(f"{f.path.name}: {reason}") from None
-    if progress:
-        progress(len(files), len(files), "loading")
 
 
 def _new_run_id(con: duckdb.DuckDBPyConnection, digest: str) -> str:
@@ -148,7 +207,8 @@ def _default_name(paths: list[Path]) -> str:
 def _merged_run(files: list[_File]) -> dict:
     run: dict = {}
     for f in files:
-        for k, v in f.parsed.run.items():
+        facts = run_facts(f.path) if f.format.name.startswith("polytrace") else {}
+        for k, v in {**facts, **f.parsed.run}.items():
             if v is not None and run.get(k) is None:
                 run[k] = v
     return run
@@ -164,18 +224,19 @@ def _write(con, run_id: str, digest: str, files: list[_File], name: str) -> Inge
             "INSERT INTO runs (run_id, name, format, framework, model, task, max_response_len,"
             " n_gpus, config, sha256, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             [run_id, name, fmt_name, *(run.get(k) for k in RUN_COLUMNS), digest, _now()])
-        filters = []
+        by_table: dict[str, list] = {}
         for f in files:
             for table, data in f.parsed.tables.items():
-                if table == "sample_filter":
-                    filters.append(data)
-                else:
-                    _insert(con, table, run_id, data)
+                by_table.setdefault(table, []).append(data)
+        filters = by_table.pop("sample_filter", [])
+        for table, parts in by_table.items():
+            for data in _concatenated(parts):
+                _insert(con, table, run_id, data)
         for data in filters:
             _apply_filter(con, run_id, data)
-        for f in files:
-            note = "; ".join(f.parsed.warnings) or None
-            _log(con, f, run_id, "ok", note, f.parsed.rows, f.started or _now())
+        _log_many(con, [(f, run_id, "ok", "; ".join(f.parsed.warnings) or None, f.parsed.rows,
+                         f.started or _now()) for f in files])
+        materialize(con, run_id)
         con.execute("COMMIT")
     except BaseException:
         con.execute("ROLLBACK")
@@ -183,26 +244,100 @@ def _write(con, run_id: str, digest: str, files: list[_File], name: str) -> Inge
     return IngestResult(run_id, fmt_name, _row_counts(con, run_id), warnings=warnings)
 
 
+def _concatenated(parts: list[pa.Table]) -> list[pa.Table]:
+    """The parts of one canonical table as one table: one INSERT is much faster than many."""
+    return [pa.concat_tables(parts, promote_options="permissive")] if len(parts) > 1 else parts
+
+
 def _insert(con, table: str, run_id: str, data: pa.Table) -> None:
     if data.num_rows == 0:
         return
-    data = data.append_column("run_id", pa.array([run_id] * data.num_rows, pa.string()))
     con.register("_incoming", data)
     try:
-        con.execute(f'INSERT INTO "{table}" BY NAME SELECT * FROM _incoming')
+        con.execute(f'INSERT INTO "{table}" BY NAME SELECT *, ? AS run_id FROM _incoming', [run_id])
     finally:
         con.unregister("_incoming")
 
 
+def _restore(con, files: list[_File], name: str | None) -> IngestResult:
+    """Put back the whole runs a Parquet lake carries: same ids, rows and ingest history.
+
+    A run whose id is already here with the same content is left alone; one with other
+    content is a conflict. The new runs land in one transaction.
+    """
+    if len(files) != 1:
+        raise IngestError("ingest a Parquet lake on its own, not together with other inputs")
+    if name:
+        raise IngestError("--name does not apply to a Parquet lake: restored runs keep their names")
+    f = files[0]
+    fresh = _restorable(con, f)
+    known = {"runs", "ingests", *data_tables(con)}
+    skipped = sorted(set(f.parsed.tables) - known)
+    warnings = [*f.parsed.warnings, *(f"table {t} is unknown to this version; skipped"
+                                      for t in skipped)]
+    if fresh:
+        tables = {t: data for t, data in f.parsed.tables.items() if t in known}
+        _insert_runs(con, tables, fresh, f, "; ".join(warnings) or None)
+    run_ids = [r["run_id"] for r in f.parsed.runs]
+    rows: Counter = Counter()
+    for run_id in run_ids:
+        rows.update(_row_counts(con, run_id))
+    return IngestResult(run_ids[0], f.format.name, dict(rows), existing=not fresh,
+                        warnings=warnings, run_ids=run_ids)
+
+
+def _restorable(con, f: _File) -> list[str]:
+    """The lake's runs that are not here yet; a run id here with other content is a conflict."""
+    fresh = []
+    for run in f.parsed.runs:
+        here = con.execute("SELECT sha256 FROM runs WHERE run_id = ?", [run["run_id"]]).fetchall()
+        if not here:
+            fresh.append(run["run_id"])
+        elif here[0][0] != run.get("sha256"):
+            raise IngestError(f"{f.path.name}: run {run['run_id']} already exists here "
+                              "with different content")
+    return fresh
+
+
+def _insert_runs(con, tables: dict, run_ids: list[str], f: _File, note: str | None) -> None:
+    """These runs' rows of every table, their aggregates and a log row, in one transaction."""
+    views = {table: f"_lake_{i}" for i, table in enumerate(tables)}
+    for table, view in views.items():
+        con.register(view, tables[table])
+    try:
+        con.execute("BEGIN TRANSACTION")
+        try:
+            for table, view in views.items():
+                con.execute(f'INSERT INTO "{table}" BY NAME SELECT * FROM {view} '
+                            "WHERE run_id IN (SELECT unnest($run_ids))", {"run_ids": run_ids})
+            for run_id in run_ids:
+                materialize(con, run_id)
+                rows = sum(_row_counts(con, run_id).values())
+                _log(con, f, run_id, "ok", note, rows, f.started or _now())
+            con.execute("COMMIT")
+        except BaseException:
+            con.execute("ROLLBACK")
+            raise
+    finally:
+        for view in views.values():
+            con.unregister(view)
+
+
 def _apply_filter(con, run_id: str, data: pa.Table) -> None:
-    steps = sorted(set(data.column("step").to_pylist()))
-    have = {r[0] for r in con.execute(
-        "SELECT DISTINCT step FROM samples WHERE run_id = ?", [run_id]).fetchall()}
-    missing = [s for s in steps if s not in have]
+    want = Counter(data.column("step").to_pylist())
+    have = dict(con.execute(
+        "SELECT step, count(DISTINCT prompt_id) FROM samples WHERE run_id = ? GROUP BY step",
+        [run_id]).fetchall())
+    missing = sorted(s for s in want if s not in have)
     if missing:
         raise IngestError(
             f"filter indices name step(s) {missing[:5]} with no packed lengths in the same ingest "
             "(ingest the filter file together with its packed_lengths_step_N.jsonl files)")
+    # indices address prompts by file position, so a count mismatch would mark the wrong prompts
+    for step in sorted(want):
+        if want[step] != have[step]:
+            raise IngestError(f"filter indices give step {step} prompt_count {want[step]} but its "
+                              f"packed lengths hold {have[step]} prompts")
     con.register("_filter", data)
     try:
         con.execute(
@@ -214,11 +349,29 @@ def _apply_filter(con, run_id: str, data: pa.Table) -> None:
 
 
 def _log(con, f: _File, run_id, status, error, rows, started) -> None:
-    con.execute(
-        "INSERT INTO ingests (run_id, file_name, sha256, format, bytes, rows, status, error,"
-        " started_at, finished_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        [run_id, str(f.path), f.sha256 or None, f.format.name if f.format else None,
-         f.bytes, rows, status, error, started, _now()])
+    _log_many(con, [(f, run_id, status, error, rows, started)])
+
+
+def _log_many(con, entries: list[tuple]) -> None:
+    """One `ingests` row per (file, run_id, status, error, rows, started), in one INSERT."""
+    finished = _now()
+    cols = {
+        "run_id": pa.array([e[1] for e in entries], pa.string()),
+        "file_name": pa.array([str(e[0].path) for e in entries], pa.string()),
+        "sha256": pa.array([e[0].sha256 or None for e in entries], pa.string()),
+        "format": pa.array([e[0].format.name if e[0].format else None for e in entries], pa.string()),
+        "bytes": pa.array([e[0].bytes for e in entries], pa.int64()),
+        "rows": pa.array([e[4] for e in entries], pa.int64()),
+        "status": pa.array([e[2] for e in entries], pa.string()),
+        "error": pa.array([e[3] for e in entries], pa.string()),
+        "started_at": pa.array([e[5] for e in entries], pa.timestamp("us")),
+        "finished_at": pa.array([finished] * len(entries), pa.timestamp("us")),
+    }
+    con.register("_ingest_log", pa.table(cols))
+    try:
+        con.execute(f"INSERT INTO ingests ({', '.join(cols)}) SELECT * FROM _ingest_log")
+    finally:
+        con.unregister("_ingest_log")
 
 
 def _log_failure(con, files: list[_File], reason: str, started: datetime) -> None:
@@ -226,16 +379,17 @@ def _log_failure(con, files: list[_File], reason: str, started: datetime) -> Non
         con.execute("ROLLBACK")
     except duckdb.Error:
         pass
-    for f in files or [_File(Path("?"), "", 0)]:
-        _log(con, f, None, "failed", reason, 0, started)
+    _log_many(con, [(f, None, "failed", reason, 0, started) for f in files or [_File(Path("?"), "", 0)]])
 
 
 
 
 def _row_counts(con, run_id: str) -> dict[str, int]:
+    """Rows per canonical table; the derived aggregate tables are not input rows."""
     counts = {}
-    for table in data_tables(con):
-        n = con.execute(f'SELECT count(*) FROM "{table}" WHERE run_id = ?', [run_id]).fetchone()[0]
+    for table in (t for t in data_tables(con) if t not in FILLS):
+        # fetchall, not fetchone: DuckDB 2.0 refuses register() while a result is unfinished
+        n = con.execute(f'SELECT count(*) FROM "{table}" WHERE run_id = ?', [run_id]).fetchall()[0][0]
         if n:
             counts[table] = n
     return counts

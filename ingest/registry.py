@@ -5,10 +5,25 @@ from pathlib import Path
 
 from ingest.contract import Format, IngestError
 from ingest.formats import polytrace_packed
+from ingest.formats import polytrace_2025, polytrace_filter, polytrace_multiturn
+from ingest.formats import polytrace_reward_timings, samples_table
+from ingest.formats import parquet_lake
+from ingest.formats import verl_console, verl_jsonl, wandb_csv
+from ingest.formats import kineto
 from ingest.sources import read_head
 
 FORMATS: list[Format] = [
     polytrace_packed.FORMAT,
+    polytrace_reward_timings.FORMAT,
+    polytrace_filter.FORMAT,
+    polytrace_multiturn.FORMAT,
+    polytrace_2025.FORMAT,
+    samples_table.FORMAT,
+    parquet_lake.FORMAT,
+    verl_console.FORMAT,
+    verl_jsonl.FORMAT,
+    wandb_csv.FORMAT,
+    kineto.FORMAT,
 ]
 
 
@@ -24,4 +39,10 @@ def detect(path: Path) -> Format | None:
     """The highest-priority format whose sniff claims the file, or None."""
     head = read_head(path)
     claims = [f for f in FORMATS if f.sniff(head, path.name)]
+    return max(claims, key=lambda f: f.priority) if claims else None
+
+
+def claiming(path: Path) -> Format | None:
+    """The highest-priority format that takes this directory whole, or None."""
+    claims = [f for f in FORMATS if f.claims_directory and f.claims_directory(path)]
     return max(claims, key=lambda f: f.priority) if claims else None

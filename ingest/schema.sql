@@ -100,6 +100,96 @@ CREATE TABLE IF NOT EXISTS rank_stage (
 CREATE TABLE IF NOT EXISTS step_metrics (
     run_id VARCHAR, -- owning run
     step   INTEGER, -- training step
-    key    VARCHAR, -- metric name as logged, e.g. timing_s/gen
+    key    VARCHAR, -- metric name as logged, e.g. timing_s/gen (old verl's timing/gen is stored as timing_s/gen)
     value  DOUBLE   -- metric value; NaN and +-inf are kept
 );
+
+-- The known verl stage timings of each step, one column per stage, in seconds: a wide
+-- view over step_metrics for the stage queries. A stage the step did not log is NULL,
+-- never 0. Old verl's timing/<stage> keys are stored as timing_s/<stage> at parse time,
+-- so these columns cover both spellings. Only steps with at least one of these timings
+-- have a row (a validation-only step line has none).
+CREATE OR REPLACE VIEW step_timings AS
+SELECT
+    run_id,
+    step,
+    max(value) FILTER (WHERE key = 'timing_s/gen')             AS gen_s,             -- rollout generation
+    max(value) FILTER (WHERE key = 'timing_s/reward')          AS reward_s,          -- reward computation
+    max(value) FILTER (WHERE key = 'timing_s/old_log_prob')    AS old_log_prob_s,    -- actor log-probs of the rollout
+    max(value) FILTER (WHERE key = 'timing_s/ref')             AS ref_s,             -- reference-model log-probs
+    max(value) FILTER (WHERE key = 'timing_s/values')          AS values_s,          -- critic values (PPO)
+    max(value) FILTER (WHERE key = 'timing_s/adv')             AS adv_s,             -- advantage estimation
+    max(value) FILTER (WHERE key = 'timing_s/update_critic')   AS update_critic_s,   -- critic training (PPO)
+    max(value) FILTER (WHERE key = 'timing_s/update_actor')    AS update_actor_s,    -- actor training
+    max(value) FILTER (WHERE key = 'timing_s/testing')         AS testing_s,         -- validation run inside the step
+    max(value) FILTER (WHERE key = 'timing_s/save_checkpoint') AS save_checkpoint_s, -- checkpoint save inside the step
+    max(value) FILTER (WHERE key = 'timing_s/step')            AS step_s             -- the whole step, wall time
+FROM step_metrics
+WHERE key IN ('timing_s/gen', 'timing_s/reward', 'timing_s/old_log_prob', 'timing_s/ref',
+              'timing_s/values', 'timing_s/adv', 'timing_s/update_critic', 'timing_s/update_actor',
+              'timing_s/testing', 'timing_s/save_checkpoint', 'timing_s/step')
+GROUP BY run_id, step;
+
+-- What-if rollout simulation results (polytrace simulate ... --store): predicted rollout
+-- time per step, policy and engine, plus one row per step and policy with engine NULL.
+CREATE TABLE IF NOT EXISTS whatif (
+    run_id      VARCHAR, -- simulated run
+    step        INTEGER, -- training step
+    policy      VARCHAR, -- as-recorded, round-robin, length-balanced (oracle bound), predicted-balanced, partial-rollout:q
+    engine      INTEGER, -- rollout engine index; NULL on the step's summary row
+    n           INTEGER, -- samples the engine generated (summary row: all engines)
+    tokens      BIGINT,  -- response tokens generated in the step (partial rollout: this step's share)
+    max_len     INTEGER, -- longest generation on the engine in the step (tokens)
+    predicted_s DOUBLE,  -- predicted rollout time (s); summary row: the slowest engine, the step's rollout time
+    idle_frac   DOUBLE,  -- engine: 1 - its time / slowest engine's; summary row: 1 - sum(times) / (engines * slowest)
+    speedup     DOUBLE,  -- summary row: as-recorded rollout time / this policy's; NULL on engine rows
+    calibration VARCHAR  -- cost-model calibration file the prediction used
+);
+
+-- GPU-side Kineto events: one row per kernel, memcpy or memset (format kineto).
+CREATE TABLE IF NOT EXISTS gpu_events (
+    run_id       VARCHAR, -- owning run
+    rank         INTEGER, -- global rank of the trace (distributedInfo.rank, else the file name, else 0)
+    step         INTEGER, -- ProfilerStep#N whose window holds the event's CPU launch (as HTA); NULL outside every window
+    stream       INTEGER, -- CUDA/HIP stream the event ran on
+    category     VARCHAR, -- compute, communication (NCCL/RCCL kernels) or memory (memcpy/memset)
+    name_id      BIGINT,  -- kernel name, via kernel_names (stable hash of the name)
+    ts_us        DOUBLE,  -- start on the trace's clock (us)
+    dur_us       DOUBLE,  -- duration (us)
+    hta_excluded BOOLEAN  -- HTA's default drops it: the rank has >= 2 ProfilerStep windows and the event was launched at or after the last one's start, or its launch is not in the trace
+);
+
+-- Kernel names of gpu_events; identical rows may repeat when several files share a name.
+CREATE TABLE IF NOT EXISTS kernel_names (
+    run_id  VARCHAR, -- owning run
+    name_id BIGINT,  -- id used by gpu_events.name_id
+    name    VARCHAR  -- full kernel, memcpy or memset name as the profiler wrote it
+);
+
+-- ProfilerStep#N windows: CPU-side annotations of one profiler step on one rank.
+CREATE TABLE IF NOT EXISTS profiler_steps (
+    run_id VARCHAR, -- owning run
+    rank   INTEGER, -- global rank
+    step   INTEGER, -- N of ProfilerStep#N
+    ts_us  DOUBLE,  -- window start on the trace's clock (us)
+    dur_us DOUBLE   -- window length (us)
+);
+
+-- One row per rank trace file (or archive member) of a kineto ingest.
+CREATE TABLE IF NOT EXISTS gpu_ranks (
+    run_id         VARCHAR, -- owning run
+    rank           INTEGER, -- global rank given to the file's events
+    source         VARCHAR, -- file name, or archive!member
+    rank_from      VARCHAR, -- where the rank came from: distributedInfo, file name, or default (0)
+    world_size     INTEGER, -- distributedInfo.world_size, when present
+    device         VARCHAR, -- first deviceProperties name, e.g. NVIDIA H200
+    trace_events   BIGINT,  -- events in the file's traceEvents, of every kind
+    gpu_events     BIGINT,  -- of those, rows stored in gpu_events
+    profiler_steps INTEGER  -- ProfilerStep windows in the file
+);
+
+-- gpu_events with their kernel names joined in.
+CREATE OR REPLACE VIEW gpu_events_named AS
+SELECT e.*, k.name
+FROM gpu_events e
+JOIN (SELECT DISTINCT run_id, name_id, name FROM kernel_names) k USING (run_id, name_id);

@@ -5,6 +5,7 @@ import gzip
 import hashlib
 import io
 import os
+import zlib
 from pathlib import Path
 from typing import BinaryIO, Iterator
 
@@ -32,7 +33,7 @@ class _LimitedReader(io.RawIOBase):
     def readinto(self, buffer) -> int:
         try:
             n = self._inner.readinto(buffer)
-        except (OSError, EOFError, gzip.BadGzipFile) as e:
+        except (OSError, EOFError, zlib.error) as e:
             raise IngestError(f"{self._name}: corrupt or truncated gzip ({e})") from None
         self._seen += n
         if self._seen > self._limit:
@@ -72,11 +73,20 @@ def read_head(path: Path, n: int = HEAD_BYTES) -> bytes:
 
 def read_text(path: Path) -> str:
     """Whole file as UTF-8 text; non-UTF-8 bytes are a bad input."""
-    data = read_bytes(path)
+    return _utf8(read_bytes(path), path.name)
+
+
+def check_utf8(data: bytes, name: str) -> None:
+    """Reject non-UTF-8 bytes, even where a decoder would skip them (fast path for ASCII)."""
+    if not data.isascii():
+        _utf8(data, name)
+
+
+def _utf8(data: bytes, name: str) -> str:
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as e:
-        raise IngestError(f"{path.name}: not UTF-8 text (byte {e.start})") from None
+        raise IngestError(f"{name}: not UTF-8 text (byte {e.start})") from None
 
 
 def sha256_file(path: Path) -> str:

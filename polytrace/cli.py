@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -48,7 +49,7 @@ def cmd_ingest(args) -> int:
     rows = ", ".join(f"{t}={n}" for t, n in result.rows.items())
     state = "already ingested" if result.existing else "ingested"
     print(f"{state} {result.format}: {rows}", file=sys.stderr)
-    print(result.run_id)
+    print("\n".join(result.run_ids))
     return 0
 
 
@@ -108,16 +109,147 @@ def cmd_query(args) -> int:
     return 0
 
 
+def cmd_export(args) -> int:
+    from ingest.lake import export_runs
+    from ingest.load import open_db
+
+    con = open_db(args.db)
+    try:
+        rows = export_runs(con, args.run_ids, Path(args.out))
+    finally:
+        con.close()
+    counts = ", ".join(f"{t}={n}" for t, n in rows.items() if n)
+    print(f"exported {len(args.run_ids)} run(s): {counts}", file=sys.stderr)
+    print(args.out)
+    return 0
+
+
+def cmd_fidelity(args) -> int:
+    from ingest.load import open_db
+    from queries.catalog import bind, execute, get_query
+
+    query = get_query("fidelity")
+    con = open_db(args.db)
+    try:
+        for run_id in (args.bench_run, args.formal_run):
+            if not con.execute("SELECT 1 FROM runs WHERE run_id = ?", [run_id]).fetchone():
+                raise CliError(f"no run {run_id!r} in {args.db}")
+        result = execute(con, query, bind(query, {
+            "bench_run": args.bench_run, "formal_run": args.formal_run, "align": args.by}))
+    finally:
+        con.close()
+    if not result.rows:
+        raise CliError(f"runs {args.bench_run} and {args.formal_run} share no step with stage "
+                       f"timings (aligned by {args.by})")
+    print_result(result.columns, result.rows, args.output)
+    accuracy = result.rows[0][result.columns.index("accuracy")]
+    steps = len({r[result.columns.index("bench_step")] for r in result.rows})
+    shown = "n/a" if accuracy is None else f"{accuracy:.2f}%"
+    print(f"accuracy {shown} over {steps} step(s), {len(result.rows)} stage pair(s), "
+          f"aligned by {args.by}", file=sys.stderr)
+    return 0
+
+
 def cmd_serve(args) -> int:
+    import duckdb
     import uvicorn
 
     from server.app import create_app
     from server.settings import Settings
 
-    settings = Settings(db=args.db, host=args.host, port=args.port)
-    app = create_app(settings)
-    print(f"PolyTrace serving {args.db} at http://{args.host}:{args.port}/", file=sys.stderr)
-    uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
+    import pydantic
+
+    overrides = {k: v for k, v in (("host", args.host), ("port", args.port)) if v is not None}
+    try:
+        settings = Settings(db=args.db, **overrides)
+    except pydantic.ValidationError as e:
+        first = e.errors()[0]
+        raise CliError(f"setting POLYTRACE_{str(first['loc'][0]).upper()}: {first['msg']}") from None
+    try:
+        app = create_app(settings)
+    except duckdb.Error as e:
+        raise CliError(f"cannot open database {args.db}: {str(e).splitlines()[0]}") from None
+    warning = settings.exposure_warning()
+    if warning:
+        print(warning, file=sys.stderr)
+    print(f"PolyTrace serving {settings.db} at http://{settings.host}:{settings.port}/", file=sys.stderr)
+    uvicorn.run(app, host=settings.host, port=settings.port, log_level="warning")
+    return 0
+
+
+def cmd_demo(args) -> int:
+    from polytrace.demo import DemoDbError, build, fresh_db_path
+
+    try:
+        db = fresh_db_path(args.db)
+    except DemoDbError as e:
+        raise CliError(str(e)) from None
+    print(f"synthesizing demo runs (seed {args.seed}) into {db}", file=sys.stderr)
+    run_ids = build(db, seed=args.seed)
+    host = args.host or "127.0.0.1"
+    port = args.port or 8000
+    print(f"PolyTrace demo: http://{host}:{port}/runs/{run_ids[0]}")
+    sys.stdout.flush()
+    return cmd_serve(argparse.Namespace(db=str(db), host=host, port=port))
+
+
+def cmd_synth(args) -> int:
+    from workload import published, synth
+
+    out = Path(args.out)
+    if args.source_run:
+        from ingest.load import open_db
+
+        con = open_db(args.db)
+        try:
+            report = synth.write_from_run(con, args.source_run, out, args.seed)
+        finally:
+            con.close()
+        print_result(list(report[0]), [tuple(r.values()) for r in report], args.output)
+        return 0
+    if not args.params or not args.task:
+        raise CliError("synth needs --params FILE --task math|tool_use, or --from RUN_ID")
+    math, tool_use = published.read_params(Path(args.params))
+    if args.task == "math":
+        paths = synth.write_math_steps(math, out, args.steps, args.prompts, args.n,
+                                       args.max_response_len, args.seed)
+    else:
+        paths = synth.write_tool_use_steps(tool_use, out, args.steps, args.prompts, args.n,
+                                           args.max_response_len, args.seed)
+    print(f"wrote {len(paths)} step files to {out}", file=sys.stderr)
+    return 0
+
+
+def cmd_simulate(args) -> int:
+    import dataclasses
+
+    from ingest.load import open_db
+    from workload import costmodel, simulate, whatif
+
+    model = costmodel.load(Path(args.calibration))
+    if args.engine_speed == "uniform":
+        model = dataclasses.replace(model, speed={})
+    policies = args.policy or list(whatif.DEFAULT_POLICIES)
+    con = open_db(args.db)
+    try:
+        rows = simulate.simulate(simulate.load_steps(con, args.run_id), model, policies, args.engines)
+        if args.store:
+            whatif.store(con, args.run_id, rows, args.calibration)
+    finally:
+        con.close()
+    if args.compare:
+        table, accuracy = whatif.compare(rows, whatif.read_measured(Path(args.compare)))
+        columns = ["step", "engine", "measured_s", "predicted_s", "error_pct", "measured_idle_frac",
+                   "predicted_idle_frac", "idle_error_pp"]
+        print_result(columns, [tuple(r.get(c) for c in columns) for r in table], args.output)
+        print(f"accuracy: {accuracy:.1f}% (100 - mean |error %| over engines)", file=sys.stderr)
+        return 0
+    columns = ["step", "policy", "engine", "n", "tokens", "max_len", "predicted_s", "idle_frac",
+               "speedup", "oracle"]
+    if args.output == "table":
+        rows = [dict(r, policy=r["policy"] + (" (oracle)" if r["oracle"] else "")) for r in rows
+                if r["engine"] is None]
+    print_result(columns, [tuple(r.get(c) for c in columns) for r in rows], args.output)
     return 0
 
 
@@ -129,7 +261,8 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--db", default=default_db(),
                        help="DuckDB file (default: $POLYTRACE_DB or ./polytrace.duckdb)")
 
-    p = sub.add_parser("ingest", help="load trace files or directories as one run; prints the run_id")
+    p = sub.add_parser("ingest", help="load trace files or directories as one run; prints the run_id "
+                       "(a Parquet lake from `export` restores each of its runs)")
     p.add_argument("paths", nargs="+", metavar="PATH")
     db_option(p)
     p.add_argument("--name", help="run name (default: the file or directory name)")
@@ -144,24 +277,85 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--output", choices=("table", "json", "csv"), default="table")
     p.set_defaults(func=cmd_query)
 
+    p = sub.add_parser("export", help="write runs to a Hive-partitioned Parquet lake "
+                       "(table=<name>/run_id=<id>/); `polytrace ingest DIR` reads it back")
+    p.add_argument("run_ids", nargs="+", metavar="RUN_ID")
+    p.add_argument("--out", required=True, metavar="DIR",
+                   help="lake directory; other runs already in it are kept")
+    db_option(p)
+    p.set_defaults(func=cmd_export)
+
+    p = sub.add_parser("fidelity", help="replay accuracy of a benchmark run against the run it replays")
+    p.add_argument("bench_run", metavar="BENCH_RUN", help="run_id of the replay")
+    p.add_argument("formal_run", metavar="FORMAL_RUN", help="run_id of the original run")
+    db_option(p)
+    p.add_argument("--by", choices=("index", "step"), default="index",
+                   help="pair steps by position (as the PolyTrace suite does) or by step number")
+    p.add_argument("--output", choices=("table", "json", "csv"), default="table")
+    p.set_defaults(func=cmd_fidelity)
+
     p = sub.add_parser("serve", help="serve the dashboard and REST API")
     db_option(p)
-    p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=int, default=8000)
+    p.add_argument("--host", help="address to bind (default: $POLYTRACE_HOST or 127.0.0.1)")
+    p.add_argument("--port", type=int, help="port (default: $POLYTRACE_PORT or 8000)")
     p.set_defaults(func=cmd_serve)
+
+    p = sub.add_parser("demo", help="synthesize realistic runs into a fresh database and serve them")
+    p.add_argument("--db", help="database file to create (default: a new temp file; "
+                   "an existing file is replaced only if it holds nothing but demo runs)")
+    p.add_argument("--host", help="address to bind (default: 127.0.0.1)")
+    p.add_argument("--port", type=int, help="port (default: 8000)")
+    p.add_argument("--seed", type=int, default=0, help="synthesis seed (default: 0)")
+    p.set_defaults(func=cmd_demo)
+
+    p = sub.add_parser("synth", help="synthesize a workload from published parameters or an ingested run")
+    p.add_argument("--params", help="enhanced_task_distribution_parameters.json")
+    p.add_argument("--task", choices=("math", "tool_use"))
+    p.add_argument("--from", dest="source_run", metavar="RUN_ID", help="fit to this ingested run instead")
+    db_option(p)
+    p.add_argument("--out", required=True, metavar="DIR", help="directory for the step files")
+    p.add_argument("--steps", type=int, default=10)
+    p.add_argument("--prompts", type=int, default=64, help="prompt groups per step")
+    p.add_argument("--n", type=int, default=8, help="samples per prompt")
+    p.add_argument("--max-response-len", type=int, default=16384, help="response cap (tokens)")
+    p.add_argument("--seed", type=int, default=0, help="same seed, byte-identical files")
+    p.add_argument("--output", choices=("table", "json", "csv"), default="table",
+                   help="format of the --from fit report")
+    p.set_defaults(func=cmd_synth)
+
+    p = sub.add_parser("simulate", help="predict rollout time per engine and step under dispatch policies")
+    p.add_argument("run_id", metavar="RUN_ID")
+    db_option(p)
+    p.add_argument("--calibration", required=True, metavar="FILE",
+                   help="calib.json (grid) or iters.jsonl[.gz] (per-iteration measurements)")
+    p.add_argument("--policy", action="append", metavar="P",
+                   help="as-recorded, round-robin, length-balanced (oracle), predicted-balanced, "
+                        "partial-rollout:q (repeatable; default: all, q=0.9)")
+    p.add_argument("--engines", type=int, help="rollout engines (default: the run's dp ranks)")
+    p.add_argument("--engine-speed", choices=("uniform", "measured"), default="uniform",
+                   help="measured: apply each engine's speed from an iters calibration")
+    p.add_argument("--compare", metavar="ENGINES_JSONL", help="error against measured engine times")
+    p.add_argument("--store", action="store_true", help="save results in the whatif table")
+    p.add_argument("--output", choices=("table", "json", "csv"), default="table")
+    p.set_defaults(func=cmd_simulate)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     from ingest.contract import IngestError
     from queries.catalog import ParamError
+    from workload import WorkloadError
 
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
-    except (IngestError, ParamError, CliError) as e:
+    except (IngestError, ParamError, CliError, WorkloadError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("error: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # The reader (e.g. `| head`) went away; stop quietly like other Unix tools.
+        sys.stdout = open(os.devnull, "w")
+        return 0

@@ -1,11 +1,13 @@
 """Reads queries/*.sql and their header contracts; binds parameters and runs a query."""
 from __future__ import annotations
 
+import os
 import re
 import shlex
 from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
+from pathlib import Path
 from typing import Any
 
 LIST_KEYS = {"y", "hover"}
@@ -125,14 +127,21 @@ def _strip_sql_comments(sql: str) -> str:
     return re.sub(r"--[^\n]*", "", sql)
 
 
-@lru_cache(maxsize=1)
 def load_catalog() -> dict[str, Query]:
-    folder = resources.files("queries")
+    """The bundled queries, plus any .sql files in $POLYTRACE_EXTRA_QUERIES (a site's own
+    queries in the same format; tests use it for a deliberately slow query)."""
+    return _load_catalog(os.environ.get("POLYTRACE_EXTRA_QUERIES") or None)
+
+
+@lru_cache(maxsize=4)
+def _load_catalog(extra: str | None) -> dict[str, Query]:
+    folders = [resources.files("queries")] + ([Path(extra)] if extra else [])
     catalog = {}
-    for entry in sorted(folder.iterdir(), key=lambda e: e.name):
-        if entry.name.endswith(".sql"):
-            name = entry.name[:-4]
-            catalog[name] = parse_query(name, entry.read_text())
+    for folder in folders:
+        for entry in sorted(folder.iterdir(), key=lambda e: e.name):
+            if entry.name.endswith(".sql"):
+                name = entry.name[:-4]
+                catalog[name] = parse_query(name, entry.read_text())
     return catalog
 
 

@@ -14,25 +14,20 @@
 -- @column response_max INTEGER  Longest response (tokens).
 -- @column tail_ratio DOUBLE  response_max / response_p50.
 -- @column cv DOUBLE  Coefficient of variation: stddev_pop / mean.
--- @column cap_ratio DOUBLE  Share of responses truncated, or at or over the run's max_response_len.
--- @chart band x=step y=response_p50,response_p90,response_p99,response_max xlabel="step" ylabel="response length (tokens)"
+-- @column cap_ratio DOUBLE  Share of responses truncated or at or over the run's max_response_len; NULL when neither is known.
+-- @chart band x=step y=response_p50,response_p90,response_p99,response_max xlabel="step" ylabel="response length (tokens)" title="Response length quantiles per step"
 SELECT
-    s.step,
-    count(*) AS n,
-    avg(s.prompt_len) AS prompt_mean,
-    avg(s.response_len) AS response_mean,
-    quantile_cont(s.response_len, 0.5) AS response_p50,
-    quantile_cont(s.response_len, 0.9) AS response_p90,
-    quantile_cont(s.response_len, 0.99) AS response_p99,
-    max(s.response_len) AS response_max,
-    max(s.response_len) / NULLIF(quantile_cont(s.response_len, 0.5), 0) AS tail_ratio,
-    stddev_pop(s.response_len) / NULLIF(avg(s.response_len), 0) AS cv,
-    avg(CASE
-        WHEN s.truncated IS NOT NULL THEN s.truncated::INTEGER
-        WHEN r.max_response_len IS NOT NULL THEN (s.response_len >= r.max_response_len)::INTEGER
-        END) AS cap_ratio
-FROM samples s
-JOIN runs r USING (run_id)
-WHERE s.run_id = $run_id
-GROUP BY s.step
-ORDER BY s.step
+    step,
+    n,
+    prompt_mean,
+    response_mean,
+    response_p50,
+    response_p90,
+    response_p99,
+    response_max,
+    response_max / NULLIF(response_p50, 0) AS tail_ratio,
+    response_std / NULLIF(response_mean, 0) AS cv,
+    capped / NULLIF(cap_known, 0) AS cap_ratio
+FROM step_lengths
+WHERE run_id = $run_id
+ORDER BY step

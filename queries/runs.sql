@@ -8,9 +8,10 @@
 -- @column framework VARCHAR  RL framework, when known.
 -- @column model VARCHAR  Model, when known.
 -- @column task VARCHAR  Workload type, when known.
--- @column steps BIGINT  Distinct training steps with samples or metrics.
--- @column samples BIGINT  Rows in samples.
+-- @column steps BIGINT  Distinct training steps with samples, step metrics or rank stage timings.
+-- @column samples BIGINT  Responses (rows of samples).
 -- @column created_at TIMESTAMP  When the run was ingested (UTC).
+-- @chart table title="Runs"
 SELECT
     r.run_id,
     r.name,
@@ -19,10 +20,10 @@ SELECT
     r.model,
     r.task,
     (SELECT count(*) FROM (
-        SELECT step FROM samples s WHERE s.run_id = r.run_id
+        SELECT step FROM step_lengths s WHERE s.run_id = r.run_id
         UNION SELECT step FROM step_metrics m WHERE m.run_id = r.run_id
         UNION SELECT step FROM rank_stage k WHERE k.run_id = r.run_id)) AS steps,
-    (SELECT count(*) FROM samples s WHERE s.run_id = r.run_id) AS samples,
+    (SELECT coalesce(sum(s.n)::BIGINT, 0) FROM step_lengths s WHERE s.run_id = r.run_id) AS samples,
     r.created_at
 FROM runs r
 ORDER BY r.created_at DESC, r.run_id

@@ -1,17 +1,31 @@
 """The one error shape: {"ok": false, "error": "<one line>", "status": N}."""
 from __future__ import annotations
 
+import logging
+
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from pydantic import BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
+
+log = logging.getLogger("polytrace.server")
+
+
+class ErrorBody(BaseModel):
+    """Every 4xx and 5xx answer has this body."""
+
+    ok: bool = False
+    error: str
+    status: int
 
 
 class ApiError(Exception):
-    def __init__(self, status: int, error: str):
+    def __init__(self, status: int, error: str, headers: dict[str, str] | None = None):
         super().__init__(error)
         self.status = status
         self.error = " ".join(str(error).split())
+        self.headers = headers
 
 
 def error_response(status: int, error: str, headers: dict | None = None) -> JSONResponse:
@@ -28,7 +42,7 @@ def _validation_message(exc: RequestValidationError) -> str:
 def install(app: FastAPI) -> None:
     @app.exception_handler(ApiError)
     async def _api_error(request: Request, exc: ApiError):
-        return error_response(exc.status, exc.error)
+        return error_response(exc.status, exc.error, exc.headers)
 
     @app.exception_handler(StarletteHTTPException)
     async def _http_error(request: Request, exc: StarletteHTTPException):
@@ -37,3 +51,8 @@ def install(app: FastAPI) -> None:
     @app.exception_handler(RequestValidationError)
     async def _validation_error(request: Request, exc: RequestValidationError):
         return error_response(422, _validation_message(exc))
+
+    @app.exception_handler(Exception)
+    async def _bug(request: Request, exc: Exception):
+        log.exception("unhandled error on %s %s", request.method, request.url.path)
+        return error_response(500, f"internal error: {type(exc).__name__}")

@@ -1,21 +1,386 @@
-// One renderer for every chart: it reads a query's @chart spec and its REST rows.
+"use strict";
+// One renderer for every chart: it reads a query's @chart spec (kind, x, y, z, color,
+// xlabel, ylabel, title) and the rows the REST API returns, and draws them with Plotly.
+// Charts whose x is the training step share one step range on the page.
 const PolyCharts = (() => {
+  const PALETTES = {
+    light: ["#2f6fb0", "#e4761b", "#3a9a4a", "#d2424c", "#8463b5", "#1b9e9e", "#b8961a",
+            "#d45fa0", "#6f6f6f", "#8c564b"],
+    dark: ["#6aa8e8", "#f5a04d", "#6cc56f", "#f07178", "#b594e6", "#4fd1c5", "#e6c84d",
+           "#f08ac2", "#b0b0b0", "#c49c94"],
+  };
+  const entries = [];
+  let range = null;        // [lo, hi] of the selected steps, or null for all
+  let bounds = null;       // [first, last] step on the page
+  const listeners = [];
+
+  const scheme = () => matchMedia("(prefers-color-scheme: dark)").matches ? "dark" : "light";
+  const palette = () => PALETTES[scheme()];
+  const cssVar = name => getComputedStyle(document.documentElement).getPropertyValue(name).trim();
+
   function column(data, name) {
     const i = data.columns.indexOf(name);
-    return data.rows.map(r => r[i]);
+    return i < 0 ? [] : data.rows.map(r => r[i]);
   }
-  function traces(spec, data) {
+
+  function rgba(hex, alpha) {
+    const n = parseInt(hex.slice(1), 16);
+    return `rgba(${n >> 16}, ${(n >> 8) & 255}, ${n & 255}, ${alpha})`;
+  }
+
+  // "Median response length (tokens)." -> unit "tokens"; the column name reads as the label.
+  function unitOf(info, col) {
+    const d = (info.columns[col] || {}).description || "";
+    const m = d.match(/\(([^()]*)\)\.?\s*$/) || d.match(/\((tokens|s|seconds|ms|us|µs|%|GPU-hours)\)/);
+    return m ? m[1] : "";
+  }
+  const pretty = col => String(col).replace(/_/g, " ");
+  function axisTitle(info, col) {
+    if (!col) return "";
+    const unit = unitOf(info, col);
+    return unit ? `${pretty(col)} (${unit})` : pretty(col);
+  }
+  function yTitle(info) {
+    const spec = info.chart;
+    if (spec.ylabel) return spec.ylabel;
+    const ys = spec.y || [];
+    if (ys.length === 1) return axisTitle(info, ys[0]);
+    const units = [...new Set(ys.map(y => unitOf(info, y)))];
+    return units.length === 1 && units[0] ? units[0] : "";
+  }
+
+  // Rows split by the spec's color column, in a stable (numeric when possible) order.
+  function groups(data, colorCol) {
+    if (!colorCol || data.columns.indexOf(colorCol) < 0) return [{key: null, rows: data.rows}];
+    const i = data.columns.indexOf(colorCol);
+    const byKey = new Map();
+    for (const r of data.rows) {
+      if (!byKey.has(r[i])) byKey.set(r[i], []);
+      byKey.get(r[i]).push(r);
+    }
+    const keys = [...byKey.keys()].sort((a, b) => (a ?? "") < (b ?? "") ? -1 : (a ?? "") > (b ?? "") ? 1 : 0);
+    return keys.map(k => ({key: k, rows: byKey.get(k)}));
+  }
+
+  function seriesName(spec, key, y) {
+    const parts = [];
+    if (key !== null && key !== undefined) parts.push(`${pretty(spec.color)} ${key}`);
+    if ((spec.y || []).length > 1 || key === null) parts.push(pretty(y));
+    return parts.join(" · ");
+  }
+
+  function xyTraces(spec, data, type) {
+    const xi = data.columns.indexOf(spec.x);
+    const out = [];
+    for (const g of groups(data, spec.color)) {
+      for (const y of spec.y || []) {
+        const yi = data.columns.indexOf(y);
+        if (yi < 0) continue;
+        const t = {type, name: seriesName(spec, g.key, y), x: g.rows.map(r => r[xi]),
+                   y: g.rows.map(r => r[yi])};
+        if (type === "scatter") {
+          t.mode = t.x.length <= 24 ? "lines+markers" : "lines";
+          t.line = {width: 2};
+        }
+        out.push(t);
+      }
+    }
+    return out;
+  }
+
+  function bandTraces(spec, data) {
+    const base = palette()[0];
     const x = column(data, spec.x);
-    const type = spec.kind === "bar" ? "bar" : "scatter";
-    return (spec.y || []).map(y => ({x, y: column(data, y), name: y, type, mode: "lines+markers"}));
+    const ys = (spec.y || []).filter(y => data.columns.includes(y));
+    return ys.map((y, i) => ({
+      type: "scatter", mode: x.length <= 24 ? "lines+markers" : "lines", name: pretty(y), x,
+      y: column(data, y),
+      line: {color: i === 0 ? base : rgba(base, Math.max(0.35, 0.9 - 0.2 * i)),
+             width: i === 0 ? 2.5 : 1, dash: i === ys.length - 1 && ys.length > 2 ? "dot" : "solid"},
+      marker: {size: 4},
+      fill: i === 0 ? "none" : "tonexty",
+      fillcolor: rgba(base, Math.max(0.06, 0.32 - 0.09 * i)),
+    }));
   }
-  async function load(query, params, el) {
-    const url = "/api/queries/" + query.name + "?" + new URLSearchParams(params);
-    const data = await (await fetch(url)).json();
-    if (!data.ok) { el.textContent = data.error; return; }
-    const layout = {xaxis: {title: {text: query.chart.xlabel || query.chart.x}},
-                    yaxis: {title: {text: query.chart.ylabel || ""}}, margin: {t: 20}};
-    Plotly.newPlot(el, traces(query.chart, data), layout, {responsive: true});
+
+  function heatmapTrace(spec, data) {
+    const yCol = (spec.y || [])[0];
+    const xs = [...new Set(column(data, spec.x))].sort((a, b) => a - b);
+    const ys = [...new Set(column(data, yCol))].sort((a, b) => a - b);
+    const xi = data.columns.indexOf(spec.x), yi = data.columns.indexOf(yCol);
+    const zi = data.columns.indexOf(spec.z);
+    const z = ys.map(() => xs.map(() => null));
+    const xPos = new Map(xs.map((v, i) => [v, i])), yPos = new Map(ys.map((v, i) => [v, i]));
+    for (const r of data.rows) z[yPos.get(r[yi])][xPos.get(r[xi])] = r[zi];
+    return [{type: "heatmap", x: xs, y: ys.map(String), z, colorscale: "Viridis",
+             colorbar: {title: {text: pretty(spec.z), side: "right"}, thickness: 12},
+             hovertemplate: `${pretty(spec.x)} %{x}<br>${pretty(yCol)} %{y}<br>` +
+                            `${pretty(spec.z)} %{z:.3~g}<extra></extra>`}];
   }
-  return {load, traces};
+
+  // hist: with y, rows are bins (x) and counts (y), drawn with their cumulative share;
+  // without y, a histogram of the raw x values, one per color group.
+  function histTraces(spec, data) {
+    if (!(spec.y || []).length) {
+      const xi = data.columns.indexOf(spec.x);
+      return groups(data, spec.color).map(g => ({type: "histogram", x: g.rows.map(r => r[xi]),
+        name: g.key === null ? pretty(spec.x) : `${pretty(spec.color)} ${g.key}`, opacity: 0.75}));
+    }
+    const x = column(data, spec.x).map(String);
+    const out = xyTraces(spec, data, "bar").map(t => ({...t, x}));
+    const counts = out.length ? out[0].y.map(v => v || 0) : [];
+    const total = counts.reduce((a, b) => a + b, 0);
+    if (total > 0) {
+      let run = 0;
+      out.push({type: "scatter", mode: "lines", name: "cumulative share", x, yaxis: "y2",
+                y: counts.map(c => (run += c) / total), line: {shape: "hv", width: 1.5},
+                hovertemplate: "%{y:.1%}<extra>cumulative</extra>"});
+    }
+    return out;
+  }
+
+  // timeline: one horizontal bar per row from x to x + z, in lane y, coloured by `color`;
+  // hovering a bar lists every column of its row.
+  function timelineTraces(spec, data) {
+    const [xi, yi, zi] = [spec.x, (spec.y || [])[0], spec.z].map(c => data.columns.indexOf(c));
+    return groups(data, spec.color).map(g => ({
+      type: "bar", orientation: "h", name: g.key === null ? pretty(spec.z) : String(g.key),
+      base: g.rows.map(r => r[xi]), x: g.rows.map(r => r[zi]), y: g.rows.map(r => `${pretty((spec.y || [])[0])} ${r[yi]}`),
+      hovertext: g.rows.map(r => data.columns.map((c, i) => `${c}: ${fmtValue(r[i])}`).join("<br>")),
+      hoverinfo: "text", marker: {line: {width: 0}},
+    }));
+  }
+
+  function traces(spec, data) {
+    switch (spec.kind) {
+      case "timeline": return timelineTraces(spec, data);
+      case "band": return bandTraces(spec, data);
+      case "bar": case "stacked": return xyTraces(spec, data, "bar");
+      case "heatmap": return heatmapTrace(spec, data);
+      case "hist": return histTraces(spec, data);
+      default: return xyTraces(spec, data, "scatter");
+    }
+  }
+
+  function layout(info, data) {
+    const spec = info.chart, fg = cssVar("--fg"), grid = cssVar("--grid");
+    const axis = title => ({title: {text: title, standoff: 8}, gridcolor: grid, zerolinecolor: grid,
+                            linecolor: grid, automargin: true});
+    const l = {
+      title: {text: info.title, x: 0.01, xanchor: "left", font: {size: 15}},
+      paper_bgcolor: "rgba(0,0,0,0)", plot_bgcolor: "rgba(0,0,0,0)",
+      font: {family: "system-ui, -apple-system, Segoe UI, sans-serif", size: 12, color: fg},
+      colorway: palette(), margin: {l: 56, r: 16, t: 64, b: 44},
+      xaxis: axis(spec.xlabel || axisTitle(info, spec.x)), yaxis: axis(yTitle(info)),
+      legend: {orientation: "h", x: 0, y: 1.0, yanchor: "bottom", font: {size: 11}},
+      hovermode: ["line", "band"].includes(spec.kind) ? "x unified" : "closest",
+      hoverlabel: {bgcolor: cssVar("--card"), bordercolor: grid, font: {color: fg}},
+      barmode: spec.kind === "stacked" ? "stack" : "group",
+      bargap: spec.kind === "hist" ? 0.04 : 0.15,
+    };
+    if (spec.x === "step") l.xaxis.tickformat = "d";
+    // Few integer x values (steps, ranks): one tick each, never fractional in-between ticks.
+    const xs = column(data, spec.x);
+    if (spec.kind !== "timeline" && xs.length && xs.every(Number.isInteger)) {
+      const lo = Math.min(...xs), hi = Math.max(...xs);
+      if (hi - lo <= 30) { l.xaxis.dtick = 1; l.xaxis.tickformat = "d"; }
+    }
+    if (spec.kind === "heatmap") l.yaxis.type = "category";
+    if (spec.kind === "hist" && !(spec.y || []).length) l.barmode = "overlay";
+    if (spec.kind === "hist" && (spec.y || []).length) {
+      l.xaxis.type = "category";
+      l.yaxis2 = {...axis("cumulative share"), overlaying: "y", side: "right", range: [0, 1],
+                  tickformat: ".0%", showgrid: false};
+      l.margin.r = 56;
+    }
+    if (spec.kind === "timeline") {
+      l.barmode = "overlay";
+      l.yaxis.autorange = "reversed";
+      l.hovermode = "closest";
+    }
+    if (range && info.linked) l.xaxis.range = [range[0] - 0.5, range[1] + 0.5];
+    return l;
+  }
+
+  // Many series: a legend column on the right instead of rows that crowd the title.
+  function placeLegend(l, count) {
+    if (count > 5) {
+      l.legend = {orientation: "v", x: 1.02, xanchor: "left", y: 1, yanchor: "top", font: {size: 11}};
+      l.margin.t = 44;
+    } else if (count <= 1) {
+      l.showlegend = false;
+      l.margin.t = 44;
+    }
+    return l;
+  }
+
+  const config = info => ({
+    responsive: true, displaylogo: false,
+    // No cloud sharing: the dashboard never sends data off the machine.
+    modeBarButtonsToRemove: ["lasso2d", "select2d", "autoScale2d", "sendChartToCloud"],
+    toImageButtonOptions: {format: "png", filename: `polytrace-${info.name}`, scale: 2},
+  });
+
+  const fmtValue = v => v === null || v === undefined ? "" :
+    typeof v === "number" && !Number.isInteger(v) ? String(Number(v.toPrecision(4))) : String(v);
+
+  function table(el, data, limit) {
+    const t = document.createElement("table");
+    t.className = "rows";
+    const head = t.createTHead().insertRow();
+    for (const c of data.columns) head.appendChild(Object.assign(document.createElement("th"), {textContent: c}));
+    const body = t.createTBody();
+    for (const r of data.rows.slice(0, limit || 200)) {
+      const tr = body.insertRow();
+      for (const v of r) {
+        const td = tr.insertCell();
+        td.textContent = fmtValue(v);
+        if (typeof v === "number") td.className = "n";
+      }
+    }
+    el.replaceChildren(t);
+  }
+
+  function note(entry) {
+    const box = entry.el.closest(".chart-card")?.querySelector(".note");
+    if (!box) return;
+    const d = entry.data, parts = [];
+    if (d.downsampled) parts.push(`Downsampled on the server: ${d.downsampled.steps.toLocaleString()} steps ` +
+      `shown as ${d.downsampled.points} points, each the mean of ${d.downsampled.width} steps; zoom in for full detail.`);
+    if (d.truncated) parts.push("Rows were cut at the server's row cap.");
+    box.textContent = parts.join(" ");
+  }
+
+  function draw(entry) {
+    const {el, info, data} = entry;
+    if (!data.ok) {
+      el.replaceChildren(Object.assign(document.createElement("p"), {className: "error-line", textContent: data.error}));
+      return Promise.resolve();
+    }
+    note(entry);
+    if (!data.rows.length) {
+      el.replaceChildren(Object.assign(document.createElement("p"), {className: "empty", textContent: "No data for this run."}));
+      return Promise.resolve();
+    }
+    if (info.chart.kind === "table") { table(el, data); return Promise.resolve(); }
+    let ts = traces(info.chart, data);
+    if (entry.overlay) {
+      const pal = palette();
+      const styled = (label, dash) => (t, i) => ({...t, name: `${label} · ${t.name}`,
+        line: {...t.line, color: pal[i % pal.length], dash}, marker: {color: pal[i % pal.length]}});
+      ts = [...ts.map(styled(entry.label, "solid")),
+            ...traces(info.chart, entry.overlay.data).map(styled(entry.overlay.label, "dash"))];
+    }
+    const shown = ts.filter(t => t.showlegend !== false && t.type !== "heatmap").length;
+    return Plotly.react(el, ts, placeLegend(layout(info, data), shown), config(info));
+  }
+
+  function dataUrl(info, extra) {
+    const q = new URLSearchParams({...info.params, ...extra});
+    return `/ui/chart/${encodeURIComponent(info.name)}?${q}`;
+  }
+
+  const getJson = url => fetch(url).then(res => res.json());
+
+  async function refetch(entry, extra) {
+    const gen = (entry.gen = (entry.gen || 0) + 1);
+    const [data, other] = await Promise.all([
+      getJson(dataUrl(entry.info, extra)),
+      entry.overlay ? getJson(dataUrl(entry.overlay.info, extra)) : null]);
+    if (gen !== entry.gen) return;  // a newer selection superseded this one
+    entry.data = data;
+    if (other) entry.overlay.data = other;
+    await draw(entry);
+  }
+
+  async function relayoutSilently(entry, update) {
+    entry.silent = true;
+    try { await Plotly.relayout(entry.el, update); } finally { entry.silent = false; }
+  }
+
+  async function applyRange(entry) {
+    const {info, el} = entry;
+    if (info.step_params) {
+      await refetch(entry, range ? {step_from: range[0], step_to: range[1]} : {});
+    } else if (info.linked && el.data) {
+      if (entry.data.downsampled || entry.overlay?.data.downsampled || entry.windowed) {
+        entry.windowed = !!range;
+        await refetch(entry, range ? {x_from: range[0], x_to: range[1]} : {});
+      }
+      await relayoutSilently(entry, range ? {"xaxis.range": [range[0] - 0.5, range[1] + 0.5]}
+                                          : {"xaxis.autorange": true});
+    }
+    el.dataset.range = range ? `${range[0]}-${range[1]}` : "all";
+  }
+
+  async function setRange(lo, hi) {
+    if (lo !== null && bounds) {
+      lo = Math.max(bounds[0], Math.min(lo, bounds[1]));
+      hi = Math.max(lo, Math.min(hi, bounds[1]));
+    }
+    const next = lo === null ? null : [lo, hi];
+    if (JSON.stringify(next) === JSON.stringify(range)) return;
+    range = next;
+    listeners.forEach(fn => fn(range, bounds));
+    await Promise.all(entries.filter(e => e.info.linked || e.info.step_params).map(applyRange));
+  }
+
+  function onZoom(entry, ev) {
+    if (entry.silent || !entry.info.linked) return;
+    if ("xaxis.range[0]" in ev) setRange(Math.ceil(ev["xaxis.range[0]"]), Math.floor(ev["xaxis.range[1]"]));
+    else if (Array.isArray(ev["xaxis.range"])) setRange(Math.ceil(ev["xaxis.range"][0]), Math.floor(ev["xaxis.range"][1]));
+    else if (ev["xaxis.autorange"]) setRange(null, null);
+  }
+
+  async function render(el, info, data, options = {}) {
+    const entry = {el, info, data, ...options};
+    entries.push(entry);
+    await draw(entry);
+    if (el.on) el.on("plotly_relayout", ev => onZoom(entry, ev));
+    el.dataset.rendered = "1";
+    return entry;
+  }
+
+  function stepBounds(list) {
+    let lo = Infinity, hi = -Infinity;
+    for (const e of list) {
+      const b = e.data.x_bounds;
+      if (e.info.linked && b) { lo = Math.min(lo, b[0]); hi = Math.max(hi, b[1]); }
+    }
+    return lo <= hi ? [lo, hi] : null;
+  }
+
+  // Draw every chart of a page: charts = [{...info, data, el_id?, overlay?, label?}];
+  // each draws into #<el_id>, by default #chart-<name>.
+  async function page(charts) {
+    await Promise.all(charts.map(c => render(document.getElementById(c.el_id || "chart-" + c.name), c, c.data,
+                                             {overlay: c.overlay, label: c.label})));
+    bounds = stepBounds(entries);
+    listeners.forEach(fn => fn(range, bounds));
+    document.body.dataset.chartsReady = "1";
+  }
+
+  // Give side-by-side charts the same y (and colour) scale so that they compare by eye.
+  async function matchAxes(els) {
+    const drawn = els.filter(el => el && el._fullLayout && el.data && el.data.length);
+    if (drawn.length < 2) return;
+    const heat = drawn.every(el => el.data[0].type === "heatmap");
+    if (heat) {
+      const zs = drawn.flatMap(el => el.data[0].z.flat().filter(v => v !== null));
+      const update = {zmin: Math.min(...zs), zmax: Math.max(...zs)};
+      for (const el of drawn) await Plotly.restyle(el, update, [0]);
+      return;
+    }
+    const ranges = drawn.map(el => el._fullLayout.yaxis.range);
+    const r = [Math.min(...ranges.map(x => x[0])), Math.max(...ranges.map(x => x[1]))];
+    for (const el of drawn) {
+      const entry = entries.find(e => e.el === el);
+      if (entry) await relayoutSilently(entry, {"yaxis.range": r});
+    }
+  }
+
+  matchMedia("(prefers-color-scheme: dark)").addEventListener("change", () => entries.forEach(draw));
+
+  return {render, page, setRange, matchAxes, traces, onRange: fn => listeners.push(fn),
+          get range() { return range; }, get bounds() { return bounds; }, entries};
 })();

@@ -1,6 +1,7 @@
 """PolyTrace packed lengths: packed_lengths_step_N.jsonl, one line per prompt, one sample per output[j]."""
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Annotated
 
@@ -9,7 +10,7 @@ import pyarrow as pa
 
 from ingest.contract import Format, IngestError, Parsed
 from ingest.sniffing import first_line_keys
-from ingest.sources import read_bytes
+from ingest.sources import check_utf8, read_bytes
 
 Length = Annotated[int, msgspec.Meta(ge=0, le=2**31 - 1)]
 SmallInt = Annotated[int, msgspec.Meta(ge=-(2**31), le=2**31 - 1)]
@@ -26,17 +27,28 @@ class PackedLine(msgspec.Struct):
 
 
 _decoder = msgspec.json.Decoder(PackedLine)
+_LINE_PATH = re.compile(r"`\$\[(\d+)\]")
 
 
 def decode_lines(decoder: msgspec.json.Decoder, path: Path) -> list:
     """All JSON lines of a file as typed objects; any defect is one IngestError line."""
     data = read_bytes(path)
-    if not data.strip():
+    if not data or data.isspace():
         raise IngestError(f"{path.name}: empty file")
+    check_utf8(data, path.name)
     try:
         return decoder.decode_lines(data)
     except (msgspec.ValidationError, msgspec.DecodeError) as e:
-        raise IngestError(f"{path.name}: {e}") from None
+        raise IngestError(f"{path.name}: {line_numbered(str(e))}") from None
+
+
+def line_numbered(message: str) -> str:
+    """msgspec's `$[i].field` paths of decode_lines as `record i+1: $.field` (blank lines are not counted)."""
+    m = _LINE_PATH.search(message)
+    if not m:
+        return message
+    rest = message[:m.start()] + "`$" + message[m.end():]
+    return f"record {int(m.group(1)) + 1}: {rest}"
 
 
 def sniff(head: bytes, name: str) -> bool:

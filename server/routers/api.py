@@ -1,51 +1,323 @@
 """REST API: runs, uploads and the query catalog, all answering in one error shape."""
 from __future__ import annotations
 
-from fastapi import APIRouter, Request
+import inspect
+import json
+from functools import partial
+from typing import Annotated, Any, Literal
+
+import duckdb
+from fastapi import APIRouter, Query as QueryParam, Request
 from fastapi.concurrency import run_in_threadpool
+from pydantic import BaseModel
 
-from queries.catalog import ParamError, bind, get_query, load_catalog
-from server.db import QueryTimeout
-from server.deps import DbDep, SettingsDep
-from server.errors import ApiError
+from ingest import registry
+from ingest.contract import IngestError
+from ingest.load import IngestResult, _row_counts, delete_run, ingest_paths
+from queries.catalog import ParamError, Query, bind, get_query, load_catalog
+from server.db import Database, QueryTimeout
+from server.deps import DbDep, SettingsDep, WriterDep
+from server.errors import ApiError, ErrorBody
+from server.responses import MEDIA_TYPES, Json, csv_result, json_result, negotiate, parquet_result
+from server.settings import Settings
+from server.uploads import FILE_FIELD, Upload, receive
 
-router = APIRouter(prefix="/api")
+FormatParam = Annotated[
+    Literal["json", "csv", "parquet"] | None,
+    QueryParam(description="Answer as json (default), csv or parquet; overrides the Accept header."),
+]
+_INT_RANGE = {"INTEGER": (-(2**31), 2**31 - 1), "BIGINT": (-(2**63), 2**63 - 1)}
+_PY_TYPES = {"INTEGER": int, "BIGINT": int, "DOUBLE": float, "BOOLEAN": bool}
+# Value errors DuckDB raises while running a query on well-typed but out-of-range parameters.
+_BAD_VALUE = (duckdb.ConversionException, duckdb.OutOfRangeException, duckdb.InvalidInputException)
 
 
-@router.get("/health", operation_id="health")
-def health() -> dict:
-    return {"ok": True}
+def _errors(*statuses: int) -> dict:
+    return {s: {"model": ErrorBody} for s in statuses}
 
 
-@router.get("/queries", operation_id="list_queries")
-def list_queries() -> dict:
-    return {"ok": True, "queries": [q.as_dict() for q in load_catalog().values()]}
+class Health(BaseModel):
+    ok: bool = True
+    version: str
+    writes_need_token: bool
 
 
-def _jsonable(v):
-    if isinstance(v, float) and v != v:
+class RunList(BaseModel):
+    ok: bool = True
+    runs: list[dict[str, Any]]
+
+
+class RunDetail(BaseModel):
+    ok: bool = True
+    run: dict[str, Any]
+    ingests: list[dict[str, Any]]
+    rows: dict[str, int]
+
+
+class Uploaded(BaseModel):
+    ok: bool = True
+    run_id: str
+    format: str
+    rows: dict[str, int]
+    existing: bool
+    warnings: list[str]
+
+
+class Deleted(BaseModel):
+    ok: bool = True
+    run_id: str
+
+
+class Catalog(BaseModel):
+    ok: bool = True
+    queries: list[dict[str, Any]]
+
+
+class QueryResult(BaseModel):
+    ok: bool = True
+    columns: list[str]
+    rows: list[list[Any]]
+    truncated: bool
+
+
+def build_router() -> APIRouter:
+    """The /api routes; one documented operation per catalog query, from the catalog as it is now."""
+    router = APIRouter(prefix="/api", tags=["api"], default_response_class=Json)
+    router.add_api_route("/health", health, methods=["GET"], operation_id="health",
+                         response_model=Health, summary="Is the server up")
+    router.add_api_route("/runs", list_runs, methods=["GET"], operation_id="list_runs",
+                         response_model=RunList, summary="Every ingested run")
+    router.add_api_route("/runs", upload_run, methods=["POST"], operation_id="upload_run",
+                         status_code=201, dependencies=[WriterDep], response_model=Uploaded,
+                         summary="Upload trace files as one run", openapi_extra=_upload_body(),
+                         responses={200: {"model": Uploaded, "description": "Already ingested"},
+                                    **_errors(400, 401, 413, 415, 422)})
+    router.add_api_route("/runs/{run_id}", get_run, methods=["GET"], operation_id="get_run",
+                         response_model=RunDetail, responses=_errors(404),
+                         summary="One run, its ingests and row counts")
+    router.add_api_route("/runs/{run_id}", remove_run, methods=["DELETE"], operation_id="delete_run",
+                         dependencies=[WriterDep], response_model=Deleted,
+                         responses=_errors(401, 404), summary="Delete a run and all its rows")
+    router.add_api_route("/queries", list_queries, methods=["GET"], operation_id="list_queries",
+                         response_model=Catalog, summary="The query catalog")
+    for query in load_catalog().values():
+        router.add_api_route(
+            f"/queries/{query.name}", _query_endpoint(query), methods=["GET"],
+            operation_id=f"query_{query.name}", summary=query.title, description=query.description,
+            response_model=QueryResult, responses=_query_responses())
+    router.add_api_route("/queries/{name}", run_query, methods=["GET"], operation_id="run_query",
+                         response_model=QueryResult, responses=_query_responses(),
+                         summary="Run any catalog query by name")
+    return router
+
+
+def health(request: Request, settings: SettingsDep) -> dict:
+    return {"ok": True, "version": request.app.version, "writes_need_token": settings.token is not None}
+
+
+# --- runs -------------------------------------------------------------------------------------
+
+async def list_runs(db: DbDep, settings: SettingsDep) -> dict:
+    result = await _run(db, settings, get_query("runs"), {})
+    return {"ok": True, "runs": [dict(zip(result.columns, r)) for r in result.rows]}
+
+
+def _records(res) -> list[dict[str, Any]]:
+    names = [d[0] for d in res.description]
+    return [dict(zip(names, r)) for r in res.fetchall()]
+
+
+def _run_detail(run_id: str, cur) -> dict | None:
+    runs = _records(cur.execute("SELECT * FROM runs WHERE run_id = ?", [run_id]))
+    if not runs:
         return None
-    if hasattr(v, "isoformat"):
-        return v.isoformat()
-    return v
+    run = runs[0]
+    if isinstance(run.get("config"), str):
+        try:
+            run["config"] = json.loads(run["config"])
+        except ValueError:
+            pass
+    ingests = _records(cur.execute(
+        "SELECT * FROM ingests WHERE run_id = ? ORDER BY started_at, file_name", [run_id]))
+    # the same counts an upload answers with: canonical tables with rows for this run
+    return {"ok": True, "run": run, "ingests": ingests, "rows": _row_counts(cur, run_id)}
 
 
-@router.get("/queries/{name}", operation_id="run_query")
-async def run_query(name: str, request: Request, db: DbDep, settings: SettingsDep) -> dict:
+async def get_run(run_id: str, db: DbDep, settings: SettingsDep) -> dict:
+    detail = await run_in_threadpool(db.read, partial(_run_detail, run_id), settings.query_timeout_ms,
+                                     f"run {run_id!r}")
+    if detail is None:
+        raise ApiError(404, f"unknown run {run_id!r}")
+    return detail
+
+
+async def remove_run(run_id: str, db: DbDep) -> dict:
+    if not await run_in_threadpool(db.write, partial(delete_run, run_id=run_id)):
+        raise ApiError(404, f"unknown run {run_id!r}")
+    return {"ok": True, "run_id": run_id}
+
+
+# --- uploads ----------------------------------------------------------------------------------
+
+def _upload_body() -> dict:
+    formats = [f.name for f in registry.FORMATS]
+    schema = {
+        "type": "object",
+        "required": [FILE_FIELD],
+        "additionalProperties": False,
+        "properties": {
+            FILE_FIELD: {"type": "array", "items": {"type": "string", "format": "binary"},
+                         "description": "One or more trace files (several files make one run, "
+                                        "like a directory); .gz is read transparently."},
+            "name": {"type": "string", "description": "Run name (default: the file name)."},
+            "format": {"type": "string", "enum": formats,
+                       "description": "Skip detection and parse as this format."},
+        },
+    }
+    return {"requestBody": {"required": True, "content": {"multipart/form-data": {"schema": schema}}}}
+
+
+def _forced_format(value: str | None) -> str | None:
+    if not value:
+        return None
     try:
-        query = get_query(name)
-    except KeyError:
-        raise ApiError(404, f"unknown query {name!r}") from None
+        return registry.get(value).name
+    except IngestError as e:
+        raise ApiError(422, f"parameter 'format': {e}") from None
+
+
+def _default_name(upload: Upload) -> str:
+    names = upload.client_names
+    if len(names) == 1:
+        return names[0]
+    tops = {n.split("/")[0] for n in names}
+    if len(tops) == 1 and all("/" in n for n in names):
+        return tops.pop()
+    return f"{names[0]} (+{len(names) - 1})"
+
+
+def _claimed(path) -> bool:
+    """Whether some format claims the file. An empty file, or one we cannot even sniff, is
+    bad content (400) rather than an unsupported format (415)."""
+    try:
+        return path.stat().st_size == 0 or registry.detect(path) is not None
+    except IngestError:
+        return True
+
+
+_FORMAT_HINT = ("try --format", "try the 'format' field")
+
+
+def _ingest_upload(upload: Upload, name: str, fmt: str | None, cur) -> IngestResult:
+    """Ingest the uploaded files as one run (several files ingest like a directory)."""
+    target = upload.files[0] if len(upload.files) == 1 else upload.files_dir
+    unknown = fmt is None and not any(_claimed(p) for p in upload.files)
+    folder, prefix = str(upload.files_dir), str(upload.files_dir) + "/"
+    try:
+        return ingest_paths(cur, [target], name=name, format=fmt)
+    except IngestError as e:
+        reason = str(e).replace(prefix, "").replace(folder, "upload").replace(*_FORMAT_HINT)
+        raise ApiError(415 if unknown else 400, reason) from None
+    finally:
+        # The ingest log speaks of files as the client named them, not of our temporary paths.
+        cur.execute(
+            "UPDATE ingests SET "
+            "file_name = CASE WHEN file_name = $folder THEN $name ELSE substr(file_name, $cut) END, "
+            "error = replace(replace(replace(error, $prefix, ''), $folder, 'upload'), $hint, $fix) "
+            "WHERE file_name = $folder OR starts_with(file_name, $prefix)",
+            {"folder": folder, "name": name, "cut": len(prefix) + 1, "prefix": prefix,
+             "hint": _FORMAT_HINT[0], "fix": _FORMAT_HINT[1]})
+
+
+async def upload_run(request: Request, db: DbDep, settings: SettingsDep) -> Json:
+    upload = await receive(request, settings.max_upload_bytes)
+    try:
+        fmt = _forced_format(upload.fields.get("format"))
+        name = upload.fields.get("name") or _default_name(upload)
+        result = await run_in_threadpool(db.write, partial(_ingest_upload, upload, name, fmt))
+    finally:
+        await run_in_threadpool(upload.discard)
+    body = {"ok": True, "run_id": result.run_id, "format": result.format, "rows": result.rows,
+            "existing": result.existing, "warnings": result.warnings}
+    return Json(body, status_code=200 if result.existing else 201)
+
+
+# --- queries ----------------------------------------------------------------------------------
+
+def list_queries() -> dict:
+    return {"ok": True, "queries": [{**q.as_dict(), "url": f"/api/queries/{q.name}"}
+                                    for q in load_catalog().values()]}
+
+
+def _query_responses() -> dict:
+    content = {MEDIA_TYPES["csv"].split(";")[0]: {}, MEDIA_TYPES["parquet"]: {}}
+    return {200: {"content": content}, **_errors(404, 422, 504)}
+
+
+async def _run(db: Database, settings: Settings, query: Query, bound: dict, fmt: str = "json"):
+    runner = db.query_arrow if fmt == "parquet" else db.query
+    try:
+        return await run_in_threadpool(runner, query, bound, settings.query_timeout_ms,
+                                       settings.row_cap)
+    except QueryTimeout as e:
+        raise ApiError(504, str(e)) from None
+    except _BAD_VALUE as e:
+        raise ApiError(422, f"query {query.name!r} rejected its parameters: "
+                            f"{str(e).splitlines()[0]}") from None
+
+
+async def answer(query: Query, request: Request, db: Database, settings: Settings,
+                 fmt: str | None) -> Any:
     params = {k: v for k, v in request.query_params.items() if k != "format"}
     try:
         bound = bind(query, params)
     except ParamError as e:
         raise ApiError(422, str(e)) from None
+    fmt = fmt or negotiate(request.headers.get("accept"))
+    if fmt == "parquet":
+        table, truncated = await _run(db, settings, query, bound, fmt)
+        return parquet_result(table, truncated, query.name)
+    result = await _run(db, settings, query, bound, fmt)
+    return csv_result(result, query.name) if fmt == "csv" else json_result(result)
+
+
+async def run_query(name: str, request: Request, db: DbDep, settings: SettingsDep,
+                    format: FormatParam = None) -> Any:
     try:
-        result = await run_in_threadpool(db.query, query, bound, settings.query_timeout_ms,
-                                         settings.row_cap)
-    except QueryTimeout as e:
-        raise ApiError(504, str(e)) from None
-    return {"ok": True, "columns": result.columns,
-            "rows": [[_jsonable(v) for v in r] for r in result.rows],
-            "truncated": result.truncated}
+        query = get_query(name)
+    except KeyError:
+        raise ApiError(404, f"unknown query {name!r}") from None
+    return await answer(query, request, db, settings, format)
+
+
+def _param_annotation(p) -> Any:
+    py = _PY_TYPES.get(p.type, str)
+    lo_hi = _INT_RANGE.get(p.type)
+    extra = {"ge": lo_hi[0], "le": lo_hi[1]} if lo_hi else {}
+    default = "" if p.required or p.default.upper() == "NULL" else f" Default: {p.default}."
+    doc = f"{p.description}{default}".strip()
+    annotation = py if p.required else py | None
+    return Annotated[annotation, QueryParam(alias=p.name, description=doc, **extra)]
+
+
+def _query_endpoint(query: Query):
+    """An endpoint whose signature declares the query's parameters, so OpenAPI documents them."""
+    async def endpoint(request: Request, db: DbDep, settings: SettingsDep, **kwargs) -> Any:
+        return await answer(query, request, db, settings, kwargs.get("format"))
+
+    base = [
+        inspect.Parameter("request", inspect.Parameter.KEYWORD_ONLY, annotation=Request),
+        inspect.Parameter("db", inspect.Parameter.KEYWORD_ONLY, annotation=DbDep),
+        inspect.Parameter("settings", inspect.Parameter.KEYWORD_ONLY, annotation=SettingsDep),
+        inspect.Parameter("format", inspect.Parameter.KEYWORD_ONLY, annotation=FormatParam,
+                          default=None),
+    ]
+    declared = [
+        inspect.Parameter(f"p_{p.name}", inspect.Parameter.KEYWORD_ONLY,
+                          annotation=_param_annotation(p),
+                          default=inspect.Parameter.empty if p.required else None)
+        for p in query.params if p.name != "format"
+    ]
+    endpoint.__signature__ = inspect.Signature(base + declared)
+    endpoint.__name__ = f"query_{query.name}"
+    return endpoint

@@ -1,21 +1,37 @@
-"""Dashboard pages: Jinja2 templates over the same catalog the REST API serves."""
+"""Dashboard pages: Jinja2 templates over the same catalog and runner the REST API serves."""
 from __future__ import annotations
 
+import math
 import os
 from importlib import resources
+from typing import Any
+from urllib.parse import urlencode
 
+import duckdb
 import plotly
-from fastapi import APIRouter, FastAPI, Request
-from fastapi.responses import FileResponse, HTMLResponse
+from fastapi import APIRouter, FastAPI, Query as Q, Request
+from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import FileResponse, HTMLResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
 
-from queries.catalog import load_catalog
+from queries.catalog import ParamError, Query, bind, load_catalog
+from server.db import Database, QueryTimeout
+from server.deps import DbDep, SettingsDep
+from server.headlines import findings, fmt
 
 router = APIRouter(include_in_schema=False)
 _frontend = resources.files("frontend")
 templates = Jinja2Templates(directory=str(_frontend.joinpath("templates")))
 PLOTLY_JS = os.path.join(os.path.dirname(plotly.__file__), "package_data", "plotly.min.js")
+
+SECTIONS = ("Lengths", "Rollout tail", "Imbalance", "Stages", "Multi-turn", "GPU", "What if",
+            "Other")
+# Points per chart the browser gets: enough to see a 10,000-step run's shape, few enough
+# that zoom and hover stay fluid. Heatmaps pay per cell, so they get fewer columns.
+MAX_POINTS = 600
+MAX_HEATMAP_COLUMNS = 300
+STEP_PARAMS = ("step_from", "step_to")
 
 
 @router.get("/static/plotly.min.js")
@@ -24,15 +40,341 @@ def plotly_js() -> FileResponse:
                         headers={"Cache-Control": "public, max-age=86400"})
 
 
+# ---- data: run a catalog query for a chart, downsampled for display -----------------------
+
+def _jsonable(v: Any) -> Any:
+    if isinstance(v, float) and not math.isfinite(v):
+        return None
+    if hasattr(v, "isoformat"):
+        return v.isoformat()
+    if isinstance(v, (bytes, bytearray)):
+        return v.hex()
+    return v
+
+
+def _run_key(query: Query) -> list[str]:
+    """Parameters that name a run: run_id, or *_run for queries over two runs."""
+    return [p.name for p in query.params if p.name == "run_id" or p.name.endswith("_run")]
+
+
+def rest_url(name: str, params: dict[str, Any], fmt: str | None = None) -> str:
+    shown = {k: v for k, v in params.items() if v not in (None, "")}
+    if fmt:
+        shown["format"] = fmt
+    return f"/api/queries/{name}" + (f"?{urlencode(shown)}" if shown else "")
+
+
+def _group_columns(chart: dict) -> list[str]:
+    keys = [chart.get("color")]
+    if chart.get("kind") == "heatmap":
+        keys.append(chart.get("y", [None])[0])
+    return [k for k in keys if k]
+
+
+def downsample(columns: list[str], rows: list[list], chart: dict | None,
+               max_points: int) -> tuple[list[list], dict | None]:
+    """Bucket rows over consecutive integer x values (steps) when there are too many.
+
+    Each bucket of `width` steps becomes one point at its first step, per series (the
+    chart's color column, and a heatmap's y): numeric columns are averaged, others keep
+    their first value. Returns the rows and a note saying what was done, or None.
+    """
+    x = (chart or {}).get("x")
+    if x not in columns or chart.get("kind") in ("table", "hist"):
+        return rows, None
+    xi = columns.index(x)
+    xs = {r[xi] for r in rows if isinstance(r[xi], int) and not isinstance(r[xi], bool)}
+    if chart.get("kind") == "heatmap":
+        max_points = min(max_points, MAX_HEATMAP_COLUMNS)
+    if len(xs) <= max_points or len(xs) != len({r[xi] for r in rows}):
+        return rows, None
+    lo, hi = min(xs), max(xs)
+    width = math.ceil((hi - lo + 1) / max_points)
+    keys = [columns.index(c) for c in _group_columns(chart) if c in columns and c != x]
+    buckets: dict[tuple, list[list]] = {}
+    for r in rows:
+        start = lo + (r[xi] - lo) // width * width
+        buckets.setdefault((start, *(r[k] for k in keys)), []).append(r)
+    out = []
+    for (start, *_), members in buckets.items():
+        row = []
+        for i in range(len(columns)):
+            vals = [m[i] for m in members if m[i] is not None]
+            if i == xi:
+                row.append(start)
+            elif i in keys or not vals or not all(isinstance(v, (int, float)) for v in vals):
+                row.append(members[0][i])
+            else:
+                row.append(sum(vals) / len(vals))
+        out.append(row)
+    note = {"steps": len(xs), "points": len({r[xi] for r in out}), "width": width}
+    return out, note
+
+
+def _x_bounds(columns: list[str], rows: list[list], x: str | None) -> list | None:
+    if x not in columns:
+        return None
+    i = columns.index(x)
+    xs = [r[i] for r in rows if isinstance(r[i], (int, float)) and not isinstance(r[i], bool)]
+    return [min(xs), max(xs)] if xs else None
+
+
+def _filter_x(columns: list[str], rows: list[list], x: str | None,
+              x_from: int | None, x_to: int | None) -> list[list]:
+    if x not in columns or (x_from is None and x_to is None):
+        return rows
+    i = columns.index(x)
+    lo = -math.inf if x_from is None else x_from
+    hi = math.inf if x_to is None else x_to
+    return [r for r in rows if r[i] is not None and lo <= r[i] <= hi]
+
+
+async def chart_data(db: Database, settings, query: Query, params: dict[str, Any],
+                     max_points: int = MAX_POINTS, x_from: int | None = None,
+                     x_to: int | None = None) -> dict:
+    """One chart's rows, as the REST API would return them, then filtered to an x window
+    and downsampled for display. Errors come back in the API's error shape."""
+    try:
+        bound = bind(query, params)
+        result = await run_in_threadpool(db.query, query, bound, settings.query_timeout_ms,
+                                         settings.row_cap)
+    except ParamError as e:
+        return {"ok": False, "error": str(e), "status": 422}
+    except QueryTimeout as e:
+        return {"ok": False, "error": str(e), "status": 504}
+    except duckdb.Error as e:
+        return {"ok": False, "error": f"query {query.name!r} failed: {str(e).splitlines()[0]}",
+                "status": 500}
+    rows = [[_jsonable(v) for v in r] for r in result.rows]
+    x = (query.chart or {}).get("x")
+    bounds = _x_bounds(result.columns, rows, x)
+    rows = _filter_x(result.columns, rows, x, x_from, x_to)
+    rows, note = downsample(result.columns, rows, query.chart, max_points)
+    return {"ok": True, "columns": result.columns, "rows": rows, "truncated": result.truncated,
+            "downsampled": note, "x_bounds": bounds}
+
+
+def chart_info(query: Query, params: dict[str, Any]) -> dict:
+    """What the renderer needs besides rows: the spec, column docs and the REST URLs."""
+    d = query.as_dict()
+    spec = query.chart or {"kind": "table"}
+    return {
+        "name": query.name, "title": spec.get("title") or query.title, "section": query.section,
+        "caption": query.description, "chart": spec,
+        "columns": {c["name"]: c for c in d["columns"]},
+        "params": {k: v for k, v in params.items() if v not in (None, "")},
+        "rest": {f: rest_url(query.name, params, None if f == "json" else f)
+                 for f in ("json", "csv", "parquet")},
+        "linked": spec.get("x") == "step" and spec.get("kind") not in ("table", "hist"),
+        "step_params": all(any(p.name == s for p in query.params) for s in STEP_PARAMS),
+    }
+
+
+def _has_data(data: dict, chart: dict) -> bool:
+    if not data.get("ok"):
+        return True  # an error is shown, never hidden
+    cols = data["columns"]
+    wanted = [c for c in [*chart.get("y", []), chart.get("z")] if c in cols] or cols
+    idx = [cols.index(c) for c in wanted]
+    return any(r[i] is not None for r in data["rows"] for i in idx)
+
+
+def run_chart_queries() -> list[Query]:
+    """Catalog queries the run page draws: a chart, a dashboard section, and only run_id
+    left to fill in (every other parameter has a default)."""
+    return [q for q in load_catalog().values()
+            if q.chart and q.section in SECTIONS and _run_key(q) == ["run_id"]
+            and all(p.name == "run_id" or not p.required for p in q.params)]
+
+
+def compare_queries() -> list[Query]:
+    """Queries over two runs (two *_run parameters), bound to the compare page's a and b."""
+    return [q for q in load_catalog().values()
+            if len(_run_key(q)) == 2 and "run_id" not in _run_key(q)
+            and all(p.name in _run_key(q) or not p.required for p in q.params)]
+
+
+async def sections_for(db: Database, settings, run_id: str) -> list[dict]:
+    """The run page's sections in order, each with its charts that have data."""
+    out = []
+    for section in SECTIONS:
+        charts = []
+        for q in sorted(run_chart_queries(), key=lambda q: q.name):
+            if q.section != section:
+                continue
+            data = await chart_data(db, settings, q, {"run_id": run_id})
+            if _has_data(data, q.chart):
+                charts.append({**chart_info(q, {"run_id": run_id}), "data": data})
+        if charts:
+            out.append({"name": section, "charts": charts})
+    return out
+
+
+async def _catalog_rows(db: Database, settings, name: str, params: dict) -> dict | None:
+    query = load_catalog().get(name)
+    if query is None:
+        return None
+    data = await chart_data(db, settings, query, params, max_points=10**9)
+    return data if data.get("ok") else None
+
+
+async def _runs(db: Database, settings) -> list[dict]:
+    data = await _catalog_rows(db, settings, "runs", {})
+    return [dict(zip(data["columns"], r)) for r in data["rows"]] if data else []
+
+
+async def _summary(db: Database, settings, run_id: str) -> dict:
+    """run_summary's one row with its column docs, and the sentences made from it."""
+    data = await _catalog_rows(db, settings, "run_summary", {"run_id": run_id})
+    if not data or not data["rows"]:
+        return {"row": {}, "sentences": [], "rest": None}
+    row = dict(zip(data["columns"], data["rows"][0]))
+    docs = {c.name: c.description for c in load_catalog()["run_summary"].columns}
+    return {"row": row, "sentences": findings(row, docs),
+            "rest": rest_url("run_summary", {"run_id": run_id})}
+
+
+def _not_found(request: Request, what: str) -> HTMLResponse:
+    return templates.TemplateResponse(request, "missing.html", {"what": what}, status_code=404)
+
+
+# ---- pages ---------------------------------------------------------------------------------
+
 @router.get("/", response_class=HTMLResponse)
-def runs_page(request: Request):
-    return templates.TemplateResponse(request, "runs.html", {})
+def runs_page(request: Request, settings: SettingsDep):
+    return templates.TemplateResponse(request, "runs.html",
+                                      {"needs_token": bool(settings.token)})
 
 
 @router.get("/runs/{run_id}", response_class=HTMLResponse)
-def run_page(request: Request, run_id: str):
-    catalog = [q.as_dict() for q in load_catalog().values() if q.chart]
-    return templates.TemplateResponse(request, "run.html", {"run_id": run_id, "catalog": catalog})
+async def run_page(request: Request, run_id: str, db: DbDep, settings: SettingsDep):
+    run = next((r for r in await _runs(db, settings) if r["run_id"] == run_id), None)
+    if run is None:
+        return _not_found(request, f"run {run_id!r}")
+    return templates.TemplateResponse(request, "run.html", {
+        "run": run, "summary": await _summary(db, settings, run_id),
+        "sections": await sections_for(db, settings, run_id), "max_points": MAX_POINTS})
+
+
+def _compare_cards(left: dict, right: dict) -> list[dict]:
+    """Pair run A's and B's charts by query: one overlaid chart where the kind allows it
+    (lines over the same axes), otherwise the two side by side."""
+    sections = []
+    for section in SECTIONS:
+        cards = []
+        for name in sorted(set(left) | set(right)):
+            a, b = left.get(name), right.get(name)
+            if (a or b)["section"] != section:
+                continue
+            if a and b and a["chart"].get("kind") == "line":
+                cards.append({"overlay": {**a, "el_id": f"chart-ab-{name}", "label": "A",
+                                          "overlay": {**b, "label": "B"}}})
+            else:
+                cards.append({"pair": [
+                    {**c, "el_id": f"chart-{side}-{name}", "title": f"{side.upper()}: {c['title']}"}
+                    if c else {"missing": side.upper(), "name": name}
+                    for side, c in (("a", a), ("b", b))]})
+        if cards:
+            sections.append({"name": section, "cards": cards})
+    return sections
+
+
+def _summary_table(sa: dict, sb: dict) -> list[dict]:
+    docs = {c.name: c.description for c in load_catalog()["run_summary"].columns} \
+        if "run_summary" in load_catalog() else {}
+    rows = []
+    for col, doc in docs.items():
+        va, vb = sa["row"].get(col), sb["row"].get(col)
+        if col == "run_id" or (va is None and vb is None):
+            continue
+        rows.append({"col": col, "label": doc.split(" Sentence:")[0].rstrip(". ") or col,
+                     "a": fmt(col, va), "b": fmt(col, vb), "a_value": va, "b_value": vb})
+    return rows
+
+
+@router.get("/compare", response_class=HTMLResponse)
+async def compare_page(request: Request, db: DbDep, settings: SettingsDep,
+                       a: str | None = None, b: str | None = None):
+    runs = await _runs(db, settings)
+    by_id = {r["run_id"]: r for r in runs}
+    ctx: dict[str, Any] = {"runs": runs, "a": by_id.get(a), "b": by_id.get(b), "sections": [],
+                           "two_run": [], "summary": [], "charts": [],
+                           "missing": [x for x in (a, b) if x and x not in by_id]}
+    if ctx["a"] and ctx["b"]:
+        ctx["summary"] = _summary_table(await _summary(db, settings, a),
+                                        await _summary(db, settings, b))
+        left = {c["name"]: c for s in await sections_for(db, settings, a) for c in s["charts"]}
+        right = {c["name"]: c for s in await sections_for(db, settings, b) for c in s["charts"]}
+        ctx["sections"] = _compare_cards(left, right)
+        for q in compare_queries():
+            params = dict(zip(_run_key(q), (a, b)))
+            data = await chart_data(db, settings, q, params)
+            if _has_data(data, q.chart or {}):
+                ctx["two_run"].append({**chart_info(q, params), "data": data,
+                                       "el_id": f"chart-{q.name}"})
+        ctx["charts"] = ctx["two_run"] + [
+            item for sec in ctx["sections"] for card in sec["cards"]
+            for item in ([card["overlay"]] if "overlay" in card else card["pair"])
+            if "missing" not in item]
+    return templates.TemplateResponse(request, "compare.html", ctx)
+
+
+@router.get("/queries", response_class=HTMLResponse)
+def catalog_page(request: Request):
+    groups: dict[str, list[dict]] = {}
+    for q in load_catalog().values():
+        groups.setdefault(q.section, []).append(q.as_dict())
+    order = [*SECTIONS, "Runs", "Other"]
+    ordered = sorted(groups.items(), key=lambda kv: order.index(kv[0]) if kv[0] in order else 99)
+    return templates.TemplateResponse(request, "queries.html", {"groups": ordered})
+
+
+@router.get("/queries/{name}", response_class=HTMLResponse)
+async def query_page(request: Request, name: str, db: DbDep, settings: SettingsDep):
+    query = load_catalog().get(name)
+    if query is None:
+        return _not_found(request, f"query {name!r}")
+    params = {p.name: request.query_params.get(p.name, "") for p in query.params}
+    ready = all(params[p.name] or not p.required for p in query.params)
+    # The query page is the raw view: every row, nothing downsampled.
+    asked = bool(request.query_params) or not query.params
+    data = await chart_data(db, settings, query, params, 10**9) if ready and asked else None
+    return templates.TemplateResponse(request, "query.html", {
+        "query": query.as_dict(), "params": params, "runs": await _runs(db, settings),
+        "run_params": _run_key(query), "data": data,
+        "info": chart_info(query, params), "table_rows": 500})
+
+
+@router.get("/ui/chart/{name}")
+async def chart_json(name: str, request: Request, db: DbDep, settings: SettingsDep,
+                     max_points: int = Q(MAX_POINTS, ge=10, le=100_000),
+                     x_from: int | None = None, x_to: int | None = None) -> JSONResponse:
+    """A chart's rows for the page: the REST rows, cut to [x_from, x_to], downsampled."""
+    query = load_catalog().get(name)
+    if query is None:
+        return JSONResponse({"ok": False, "error": f"unknown query {name!r}", "status": 404}, 404)
+    params = {k: v for k, v in request.query_params.items()
+              if k not in ("max_points", "x_from", "x_to")}
+    data = await chart_data(db, settings, query, params, max_points, x_from, x_to)
+    return JSONResponse(data, status_code=200 if data["ok"] else data["status"])
+
+
+@router.get("/ui/perfetto")
+async def perfetto_json(db: DbDep, run_id: str, rank: int | None = None,
+                        step: int | None = None) -> JSONResponse:
+    """The timeline's window (one rank, one profiler step) as a Chrome-trace download."""
+    from queries.perfetto import chrome_trace
+
+    def build() -> dict:
+        with db.reader() as cur:
+            return chrome_trace(cur, run_id, rank, step)
+
+    try:
+        doc = await run_in_threadpool(build)
+    except LookupError as e:
+        return JSONResponse({"ok": False, "error": str(e), "status": 404}, 404)
+    name = f"polytrace-{run_id}-rank{doc['otherData']['rank']}-step{doc['otherData']['step']}.json"
+    return JSONResponse(doc, headers={"Content-Disposition": f'attachment; filename="{name}"'})
 
 
 def mount(app: FastAPI) -> None:

@@ -1,0 +1,218 @@
+"""REST latency of every dashboard query on a 5M-sample run: 8 concurrent loopback clients vs in-process.
+
+Synthesizes one run with numpy (packed-shaped samples with lognormal lengths and DAPO
+filter flags as a samples-table Parquet file, plus reward_timings JSONL per step), ingests
+it with ingest_paths (so per-step aggregates are materialized as in any ingest), times
+each dashboard query in process on one cursor (the baseline), then starts
+`polytrace serve` in a subprocess and drives N concurrent httpx clients on loopback for a
+bounded time per query, once with the result cache off (every request runs the SQL) and
+once on (the default). Prints p50/p95 latency and throughput, and the target check
+(p95 < 100 ms at 8 clients).
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import math
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path[0] = str(ROOT)
+
+from ingest.load import ingest_paths, open_db  # noqa: E402
+from queries.catalog import bind, execute, load_catalog  # noqa: E402
+
+N_SAMPLING = 8
+TARGET_P95_MS = 100.0
+
+
+def write_run(folder: Path, samples: int, steps: int, seed: int = 7) -> None:
+    """samples.parquet (samples-table format) and reward_timings_step_N.jsonl for each step."""
+    rng = np.random.default_rng(seed)
+    prompts = samples // steps // N_SAMPLING
+    step = np.repeat(np.arange(steps, dtype=np.int32), prompts)
+    prompt_id = np.tile(np.arange(prompts, dtype=np.int32), steps)
+    ranks = 2 + step % 7  # 2..8 dp ranks, drifting with the step
+    dp_rank = (prompt_id.astype(np.int64) * ranks // prompts).astype(np.int32)
+    kept = rng.random(step.size) < 0.4
+    used = kept & (rng.random(step.size) < 0.8)
+    n = step.size * N_SAMPLING
+    response = np.minimum(rng.lognormal(6.5, 1.0, n), 16384).astype(np.int32)
+
+    def each(a):
+        return np.repeat(a, N_SAMPLING)
+
+    pq.write_table(pa.table({
+        "step": each(step), "prompt_id": each(prompt_id),
+        "sample_id": np.tile(np.arange(N_SAMPLING, dtype=np.int32), step.size),
+        "rank": each(dp_rank * 4), "dp_rank": each(dp_rank), "tp_rank": np.zeros(n, np.int32),
+        "prompt_len": each(np.clip(rng.lognormal(5.0, 0.6, step.size), 1, 8192).astype(np.int32)),
+        "response_len": response, "kept": each(kept), "used": each(used),
+    }), folder / "samples.parquet")
+    key = each(step).astype(np.int64) * 8 + each(dp_rank)
+    tokens = np.bincount(key, weights=response, minlength=steps * 8)
+    for s in range(steps):
+        lines = [json.dumps({"step": s, "rank": int(d) * 4, "tp_rank": 0, "dp_rank": int(d),
+                             "batch_size": prompts, "response_sum": int(tokens[s * 8 + d]),
+                             "reward_time_s": float(tokens[s * 8 + d] * 2e-5 * rng.lognormal(0, 0.2)),
+                             "validate": False})
+                 for d in range(2 + s % 7)]
+        (folder / f"reward_timings_step_{s}.jsonl").write_text("\n".join(lines) + "\n")
+
+
+def dashboard_queries(run_id: str) -> list[tuple[str, dict]]:
+    """Every catalog query that takes a run_id and nothing else required."""
+    picked = []
+    for q in load_catalog().values():
+        names = {p.name for p in q.params}
+        if "run_id" in names and all(p.name == "run_id" or not p.required for p in q.params):
+            picked.append((q.name, {"run_id": run_id}))
+    return picked
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))] * 1000
+
+
+def in_process(db: Path, queries, seconds: float) -> dict[str, list[float]]:
+    """The baseline: each query alone, back to back on one cursor, no HTTP."""
+    con = open_db(db)
+    out = {}
+    try:
+        for name, params in queries:
+            q = load_catalog()[name]
+            bound = bind(q, params)
+            times, stop = [], time.perf_counter() + seconds
+            while time.perf_counter() < stop or len(times) < 3:
+                start = time.perf_counter()
+                execute(con, q, bound, 100_000)
+                times.append(time.perf_counter() - start)
+            out[name] = times
+    finally:
+        con.close()
+    return out
+
+
+async def hammer(url: str, params: dict, clients: int, seconds: float) -> tuple[list[float], int]:
+    """`clients` keep-alive connections each sending the request back to back for `seconds`."""
+    latencies: list[float] = []
+    errors = 0
+    stop = time.perf_counter() + seconds
+    limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
+    async with httpx.AsyncClient(timeout=60, limits=limits) as client:
+        async def one() -> None:
+            nonlocal errors
+            while time.perf_counter() < stop:
+                start = time.perf_counter()
+                r = await client.get(url, params=params)
+                latencies.append(time.perf_counter() - start)
+                errors += r.status_code != 200
+
+        await client.get(url, params=params)  # warm the connection and the page cache
+        await asyncio.gather(*(one() for _ in range(clients)))
+    return latencies, errors
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_server(db: Path, port: int, cache_rows: int) -> subprocess.Popen:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("POLYTRACE_")}
+    env["POLYTRACE_RESULT_CACHE_ROWS"] = str(cache_rows)
+    proc = subprocess.Popen([sys.executable, "-m", "polytrace", "serve", "--db", str(db),
+                             "--port", str(port)], cwd=ROOT, env=env)
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/api/health").status_code == 200:
+                return proc
+        except httpx.TransportError:
+            time.sleep(0.2)
+    proc.kill()
+    sys.exit("polytrace serve did not come up")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--samples", type=int, default=5_000_000)
+    parser.add_argument("--steps", type=int, default=500)
+    parser.add_argument("--clients", type=int, default=8)
+    parser.add_argument("--seconds", type=float, default=4.0, help="per query, per side")
+    parser.add_argument("--db", help="reuse (or keep) this database instead of a temporary one")
+    args = parser.parse_args()
+
+    with tempfile.TemporaryDirectory(prefix="polytrace-bench-api-") as tmp:
+        db = Path(args.db) if args.db else Path(tmp) / "bench.duckdb"
+        con = open_db(db)
+        run_id = con.execute("SELECT run_id FROM runs WHERE name = 'bench-api' LIMIT 1").fetchone()
+        if run_id is None:
+            src = Path(tmp) / "run"
+            src.mkdir()
+            start = time.perf_counter()
+            write_run(src, args.samples, args.steps)
+            made = time.perf_counter()
+            result = ingest_paths(con, [src], name="bench-api")
+            done = time.perf_counter()
+            run_id = result.run_id
+            print(f"synthesized in {made - start:.1f} s, ingested {result.rows} in {done - made:.1f} s")
+        else:
+            run_id = run_id[0]
+        n = con.execute("SELECT count(*) FROM samples WHERE run_id = ?", [run_id]).fetchone()[0]
+        con.close()
+        print(f"run {run_id}: {n:,} samples; {args.clients} clients, {args.seconds:g} s per query")
+
+        queries = dashboard_queries(run_id)
+        baseline = in_process(db, queries, min(args.seconds, 2.0))
+        rest = {cache: serve_and_hammer(db, queries, args, cache) for cache in (0, 200_000)}
+
+    print(f"\n{'':<22} {'in-process':>17}   {'REST, cache off':>26}   {'REST, cache on':>26}")
+    print(f"{'query':<22} {'p50':>8} {'p95':>8}   {'p50':>8} {'p95':>8} {'req/s':>8}   "
+          f"{'p50':>8} {'p95':>8} {'req/s':>8}")
+    missed: dict[int, list[str]] = {0: [], 200_000: []}
+    for name, _ in queries:
+        cells = [f"{pct(baseline[name], 0.5):>6.1f}ms {pct(baseline[name], 0.95):>6.1f}ms"]
+        for cache, answers in rest.items():
+            lat, errors = answers[name]
+            if pct(lat, 0.95) >= TARGET_P95_MS or errors:
+                missed[cache].append(name)
+            cells.append(f"{pct(lat, 0.5):>6.1f}ms {pct(lat, 0.95):>6.1f}ms {len(lat) / args.seconds:>8.1f}"
+                         + (f" ({errors} errors)" if errors else ""))
+        print(f"{name:<22} " + "   ".join(cells))
+    for cache, names in missed.items():
+        state = "on" if cache else "off"
+        print(f"p95 < {TARGET_P95_MS:g} ms at {args.clients} clients, cache {state}: "
+              + (f"met by all {len(queries)} queries" if not names
+                 else f"missed by {len(names)} of {len(queries)}: {', '.join(names)}"))
+
+
+def serve_and_hammer(db: Path, queries, args, cache_rows: int) -> dict:
+    port = free_port()
+    server = start_server(db, port, cache_rows)
+    try:
+        return {name: asyncio.run(hammer(f"http://127.0.0.1:{port}/api/queries/{name}", params,
+                                         args.clients, args.seconds))
+                for name, params in queries}
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,327 @@
+"""PyTorch profiler (Kineto) Chrome-trace JSON: GPU kernels, memcpys and memsets per rank and profiler step."""
+from __future__ import annotations
+
+import hashlib
+import re
+import tarfile
+import zipfile
+import zlib
+from array import array
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import BinaryIO
+
+import msgspec
+import numpy as np
+import pyarrow as pa
+
+from ingest import archives
+from ingest.contract import Format, IngestError, Parsed
+from ingest.sources import max_inflate_bytes, open_stream
+from ingest.trace_events import Budget, EventStream
+
+# Kineto writes the lower-case names; older PyTorch versions wrote the capitalised ones.
+KERNEL_CATS = {"kernel", "Kernel"}
+MEMORY_CATS = {"gpu_memcpy", "gpu_memset", "Memcpy", "Memset"}
+GPU_CATS = KERNEL_CATS | MEMORY_CATS
+LAUNCH_CATS = {"cuda_runtime", "cuda_driver", "Runtime", "Driver"}
+CATEGORIES = ("compute", "communication", "memory")
+COMPUTE, COMMUNICATION, MEMORY = range(3)
+_COMM_NAME = re.compile(r"nccl|rccl", re.IGNORECASE)
+_STEP_NAME = re.compile(r"ProfilerStep\s*#\s*(\d+)")
+_RANK_IN_NAME = re.compile(r"(?:rank|worker)[-_]?(\d+)", re.IGNORECASE)
+
+
+class Args(msgspec.Struct, gc=False):
+    stream: int = -1
+    correlation: int = -1
+
+
+class Event(msgspec.Struct, gc=False):
+    ph: str = ""
+    cat: str = ""
+    name: str = ""
+    ts: float | None = None
+    dur: float | None = None
+    args: Args | None = None
+
+
+class LenientArgs(msgspec.Struct, gc=False):
+    stream: int | str | None = None
+    correlation: int | str | None = None
+
+
+class LenientEvent(msgspec.Struct, gc=False):
+    """Decodes chunks that Event rejects, e.g. a stream written as a string (slower)."""
+
+    ph: str = ""
+    cat: str = ""
+    name: str = ""
+    ts: float | None = None
+    dur: float | None = None
+    args: LenientArgs | None = None
+
+
+class DistributedInfo(msgspec.Struct):
+    rank: int | str | None = None
+    world_size: int | str | None = None
+
+
+class Device(msgspec.Struct):
+    name: str | None = None
+
+
+class Meta(msgspec.Struct):
+    distributedInfo: DistributedInfo | None = None
+    deviceProperties: list[Device] | None = None
+
+
+@dataclass
+class RankTrace:
+    """One rank's trace as compact columns, before steps are assigned."""
+
+    source: str
+    ts: array = field(default_factory=lambda: array("d"))
+    dur: array = field(default_factory=lambda: array("d"))
+    stream: array = field(default_factory=lambda: array("q"))
+    kind: array = field(default_factory=lambda: array("b"))
+    name: array = field(default_factory=lambda: array("l"))
+    corr: array = field(default_factory=lambda: array("q"))
+    launch_corr: array = field(default_factory=lambda: array("q"))
+    launch_ts: array = field(default_factory=lambda: array("d"))
+    steps: list[tuple[int, float, float]] = field(default_factory=list)
+    names: dict[str, tuple[int, int]] = field(default_factory=dict)  # name -> (index, kind)
+    events: int = 0
+    skipped: int = 0
+    rank: int = 0
+    rank_from: str = "default"
+    world_size: int | None = None
+    device: str | None = None
+
+
+def _int(value, default: int | None = None) -> int | None:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return default
+
+
+def _collect(trace: RankTrace, events: list) -> None:
+    """Append the events that matter to the trace's columns; skip the rest quickly."""
+    names = trace.names
+    ts, dur, stream_col, kind, name_col, corr_col = (
+        trace.ts.append, trace.dur.append, trace.stream.append, trace.kind.append,
+        trace.name.append, trace.corr.append)
+    trace.events += len(events)
+    for e in events:
+        cat = e.cat
+        if cat in GPU_CATS:
+            a = e.args
+            stream = -1 if a is None else a.stream if a.stream.__class__ is int else _int(a.stream, -1)
+            if stream < 0 or e.ts is None or e.dur is None or e.dur < 0:
+                trace.skipped += 1
+                continue
+            known = names.get(e.name)
+            if known is None:
+                comm = cat in KERNEL_CATS and _COMM_NAME.search(e.name) is not None
+                known = names[e.name] = (len(names), COMMUNICATION if comm else COMPUTE)
+            ts(e.ts)
+            dur(e.dur)
+            stream_col(stream)
+            kind(MEMORY if cat in MEMORY_CATS else known[1])
+            name_col(known[0])
+            corr_col(a.correlation if a.correlation.__class__ is int else _int(a.correlation, -1))
+        elif cat in LAUNCH_CATS:
+            a = e.args
+            if a is not None and e.ts is not None:
+                corr = a.correlation if a.correlation.__class__ is int else _int(a.correlation, -1)
+                if corr >= 0:
+                    trace.launch_corr.append(corr)
+                    trace.launch_ts.append(e.ts)
+        elif e.ph == "X" and cat != "gpu_user_annotation" and e.name.startswith("ProfilerStep"):
+            m = _STEP_NAME.match(e.name)
+            if m and e.ts is not None and e.dur is not None:
+                trace.steps.append((int(m.group(1)), e.ts, e.dur))
+
+
+def read_trace(stream: BinaryIO, source: str, budget: Budget) -> RankTrace:
+    """Decode one rank's trace document from a byte stream."""
+    trace = RankTrace(source)
+    events = EventStream(stream, source, (Event, LenientEvent), Meta, budget)
+    for chunk in events:
+        _collect(trace, chunk)
+    _apply_meta(trace, events.meta)
+    return trace
+
+
+def _apply_meta(trace: RankTrace, metas: list[Meta]) -> None:
+    base = Path(trace.source).name
+    for meta in metas:
+        info = meta.distributedInfo
+        if info is not None and _int(info.rank) is not None and trace.rank_from == "default":
+            trace.rank, trace.rank_from = _int(info.rank), "distributedInfo"
+        if info is not None and trace.world_size is None:
+            trace.world_size = _int(info.world_size)
+        if meta.deviceProperties and trace.device is None:
+            trace.device = meta.deviceProperties[0].name
+    if trace.rank_from == "default":
+        m = _RANK_IN_NAME.search(base)
+        if m:
+            trace.rank, trace.rank_from = int(m.group(1)), "file name"
+
+
+def _read_guarded(stream: BinaryIO, source: str, budget: Budget) -> RankTrace:
+    try:
+        return read_trace(stream, source, budget)
+    except (OSError, EOFError, zlib.error, tarfile.TarError, zipfile.BadZipFile) as e:
+        raise IngestError(f"{source}: corrupt or truncated data ({e})") from None
+
+
+def name_id(name: str) -> int:
+    """Stable 63-bit id of a kernel name, the same in every file, so ranks parsed apart agree."""
+    return int.from_bytes(hashlib.blake2b(name.encode(), digest_size=8).digest(), "little") >> 1
+
+
+def _launch_times(trace: RankTrace, ts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each GPU event's CPU launch time (its runtime call, by correlation id), or its own ts
+    when the launch is not in the trace; and whether the launch was found."""
+    lc = np.frombuffer(trace.launch_corr, dtype=np.int64)
+    if not len(lc):
+        return ts, np.zeros(len(ts), dtype=bool)
+    order = np.argsort(lc, kind="stable")
+    lc, lt = lc[order], np.frombuffer(trace.launch_ts, dtype=np.float64)[order]
+    corr = np.frombuffer(trace.corr, dtype=np.int64)
+    pos = np.minimum(np.searchsorted(lc, corr), len(lc) - 1)
+    hit = (lc[pos] == corr) & (corr >= 0)
+    return np.where(hit, lt[pos], ts), hit
+
+
+def _events_table(trace: RankTrace) -> pa.Table:
+    """GPU events sorted by start, each with the step whose window holds its launch.
+
+    Like HTA, a GPU event belongs to the ProfilerStep window that holds its CPU launch
+    (its own start when the launch is not in the trace). With two or more windows HTA
+    keeps only events launched before the last window's start: the others are
+    `hta_excluded`, and so are events whose launch is not in the trace.
+    """
+    ts = np.frombuffer(trace.ts, dtype=np.float64)
+    launch, launched = _launch_times(trace, ts)
+    steps = sorted(trace.steps, key=lambda s: s[1])
+    n = len(ts)
+    if steps:
+        sn = np.array([s[0] for s in steps], dtype=np.int32)
+        st = np.array([s[1] for s in steps], dtype=np.float64)
+        se = st + np.array([s[2] for s in steps], dtype=np.float64)
+        idx = np.searchsorted(st, launch, side="right") - 1
+        inside = (idx >= 0) & (launch < se[np.maximum(idx, 0)])
+        step, missing = sn[np.maximum(idx, 0)], ~inside
+        excluded = ((launch >= st[-1]) | ~launched) if len(steps) >= 2 else np.zeros(n, dtype=bool)
+    else:
+        step, missing = np.zeros(n, dtype=np.int32), np.ones(n, dtype=bool)
+        excluded = np.zeros(n, dtype=bool)
+    order = np.argsort(ts, kind="stable")
+    ids = np.array([name_id(s) for s in trace.names], dtype=np.int64)
+    names = np.frombuffer(trace.name, dtype=np.int64)[order]
+    cols = {
+        "rank": pa.array(np.full(n, trace.rank, dtype=np.int32)),
+        "step": pa.array(step[order], mask=missing[order]),
+        "stream": pa.array(np.frombuffer(trace.stream, dtype=np.int64)[order].astype(np.int32)),
+        "category": pa.DictionaryArray.from_arrays(
+            pa.array(np.frombuffer(trace.kind, dtype=np.int8)[order]), pa.array(CATEGORIES)),
+        "name_id": pa.array(ids[names] if n else ids[:0]),
+        "ts_us": pa.array(ts[order]),
+        "dur_us": pa.array(np.frombuffer(trace.dur, dtype=np.float64)[order]),
+        "hta_excluded": pa.array(excluded[order]),
+    }
+    return pa.table(cols)
+
+
+def _tables(traces: list[RankTrace]) -> dict[str, pa.Table]:
+    events = [_events_table(t) for t in traces]
+    names = {}
+    for t in traces:
+        for s in t.names:
+            names.setdefault(name_id(s), s)
+    steps = [(t.rank, s, ts, dur) for t in traces for s, ts, dur in t.steps]
+    return {
+        "gpu_events": pa.concat_tables(events),
+        "kernel_names": pa.table({"name_id": pa.array(list(names), pa.int64()),
+                                  "name": pa.array(list(names.values()), pa.string())}),
+        "profiler_steps": pa.table({
+            "rank": pa.array([s[0] for s in steps], pa.int32()),
+            "step": pa.array([s[1] for s in steps], pa.int32()),
+            "ts_us": pa.array([s[2] for s in steps], pa.float64()),
+            "dur_us": pa.array([s[3] for s in steps], pa.float64())}),
+        "gpu_ranks": pa.table({
+            "rank": pa.array([t.rank for t in traces], pa.int32()),
+            "source": pa.array([t.source for t in traces], pa.string()),
+            "rank_from": pa.array([t.rank_from for t in traces], pa.string()),
+            "world_size": pa.array([t.world_size for t in traces], pa.int32()),
+            "device": pa.array([t.device for t in traces], pa.string()),
+            "trace_events": pa.array([t.events for t in traces], pa.int64()),
+            "gpu_events": pa.array([len(t.ts) for t in traces], pa.int64()),
+            "profiler_steps": pa.array([len(t.steps) for t in traces], pa.int32())}),
+    }
+
+
+def _warnings(traces: list[RankTrace], skipped_members: list[str]) -> list[str]:
+    out = []
+    for t in traces:
+        if t.rank_from == "default":
+            out.append(f"{t.source}: no distributedInfo.rank and no rank in the file name; using rank 0")
+        if not len(t.ts):
+            out.append(f"{t.source}: no GPU kernels, memcpys or memsets (a CPU-only trace?); "
+                       f"loaded {len(t.steps)} profiler step(s) only")
+        if t.skipped:
+            out.append(f"{t.source}: skipped {t.skipped} GPU event(s) without ts, dur or stream")
+    ranks = [t.rank for t in traces]
+    dups = sorted({r for r in ranks if ranks.count(r) > 1})
+    if dups:
+        out.append(f"rank(s) {dups} appear in more than one trace file; their events are merged")
+    if skipped_members:
+        out.append(f"skipped {len(skipped_members)} archive member(s) that are not .json/.json.gz "
+                   f"traces, e.g. {skipped_members[0]}")
+    return out
+
+
+def parse(path: Path) -> Parsed:
+    budget = Budget(max_inflate_bytes())
+    skipped: list[str] = []
+    if archives.is_archive(_head(path), path.name):
+        traces = [_read_guarded(f, f"{path.name}!{name}", budget)
+                  for name, f in archives.members(path, skipped)]
+        if not traces:
+            raise IngestError(f"{path.name}: no .json or .json.gz trace inside the archive")
+    else:
+        with open_stream(path) as f:
+            traces = [_read_guarded(f, path.name, budget)]
+    if not any(t.events for t in traces):
+        raise IngestError(f"{path.name}: traceEvents is empty")
+    if not any(len(t.ts) or t.steps for t in traces):
+        raise IngestError(f"{path.name}: no GPU events and no ProfilerStep windows; nothing to load")
+    world = next((t.world_size for t in traces if t.world_size), None)
+    return Parsed(tables=_tables(traces), run={"n_gpus": world or len({t.rank for t in traces})},
+                  warnings=_warnings(traces, skipped))
+
+
+def _head(path: Path) -> bytes:
+    with open_stream(path) as f:
+        return f.read(512)
+
+
+def sniff(head: bytes, name: str) -> bool:
+    if archives.is_archive(head, name):
+        return b".json" in head
+    text = head.lstrip()
+    return text.startswith(b"{") and (
+        b'"traceEvents"' in head or (b'"schemaVersion"' in head and b'"deviceProperties"' in head))
+
+
+FORMAT = Format(
+    name="kineto",
+    priority=60,
+    sniff=sniff,
+    parse=parse,
+    description="PyTorch profiler (Kineto) Chrome-trace JSON, one file per rank (.json, .json.gz, "
+                "or a .tar.gz/.zip of rank files): GPU kernels, memcpys, memsets and ProfilerStep windows",
+)

@@ -1,0 +1,103 @@
+"""A Parquet lake written by `polytrace export`: a directory of `table=<name>/run_id=<id>/` partitions."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.dataset as ds
+import pyarrow.parquet as pq
+
+from ingest.contract import Format, IngestError, Parsed
+
+PART_FILE = "part-0.parquet"
+# Read run_id as text: a partition named run_id=0001 is an id, not the number 1.
+RUN_PARTITION = ds.partitioning(pa.schema([("run_id", pa.string())]), flavor="hive")
+
+
+def partition_dir(root: Path, table: str, run_id: str) -> Path:
+    return root / f"table={table}" / f"run_id={run_id}"
+
+
+def is_lake(path: Path) -> bool:
+    """A directory holding at least one `table=<name>` subdirectory."""
+    return path.is_dir() and any(
+        p.is_dir() and p.name.startswith("table=") for p in path.iterdir())
+
+
+def lake_tables(root: Path) -> dict[str, Path]:
+    """Table name -> its directory, for every `table=<name>` directory of the lake."""
+    return {p.name.partition("=")[2]: p for p in sorted(root.iterdir())
+            if p.is_dir() and p.name.startswith("table=")}
+
+
+def partitions(table_dir: Path) -> dict[str, Path]:
+    """run_id -> partition directory, for every `run_id=<id>` directory of one table."""
+    return {p.name.partition("=")[2]: p for p in sorted(table_dir.iterdir())
+            if p.is_dir() and p.name.startswith("run_id=")}
+
+
+def parse(path: Path) -> Parsed:
+    """Every run of the lake, to be restored as it was: the tables stream from disk."""
+    tables = lake_tables(path)
+    if "runs" not in tables:
+        raise IngestError(f"{path.name}: Parquet lake without a table=runs directory")
+    runs = _read_runs(path, tables["runs"])
+    known = {r["run_id"] for r in runs}
+    parsed = Parsed(runs=runs)
+    for table, table_dir in tables.items():
+        parts = partitions(table_dir)
+        orphans = sorted(set(parts) - known)
+        if orphans:
+            raise IngestError(f"{path.name}: table={table} holds run_id={orphans[0]} "
+                              "that has no row in table=runs")
+        for part in parts.values():
+            _check_files(path, part)
+        parsed.tables[table] = ds.dataset(table_dir, format="parquet", partitioning=RUN_PARTITION)
+    return parsed
+
+
+def _read_runs(lake: Path, runs_dir: Path) -> list[dict]:
+    parts = partitions(runs_dir)
+    if not parts:
+        raise IngestError(f"{lake.name}: Parquet lake holds no run")
+    runs = []
+    for run_id, part in parts.items():
+        rows = _read_table(lake, part).to_pylist()
+        if len(rows) != 1:
+            raise IngestError(f"{lake.name}: table=runs/run_id={run_id} holds {len(rows)} rows, not 1")
+        runs.append({**rows[0], "run_id": run_id})
+    return runs
+
+
+def _check_files(lake: Path, part: Path) -> None:
+    files = [f for f in part.iterdir() if f.is_file() and f.suffix == ".parquet"]
+    if not files:
+        raise IngestError(f"{lake.name}: {part.parent.name}/{part.name} holds no Parquet file")
+    for f in files:
+        _read_schema(lake, f)
+
+
+def _read_schema(lake: Path, f: Path) -> pa.Schema:
+    try:
+        return pq.read_schema(f)
+    except (pa.ArrowException, OSError) as e:
+        raise IngestError(f"{lake.name}: {f.relative_to(lake)}: not a readable Parquet file "
+                          f"({str(e).splitlines()[0]})") from None
+
+
+def _read_table(lake: Path, part: Path) -> pa.Table:
+    try:
+        return pq.read_table(part)
+    except (pa.ArrowException, OSError) as e:
+        raise IngestError(f"{lake.name}: {part.relative_to(lake)}: unreadable "
+                          f"({str(e).splitlines()[0]})") from None
+
+
+FORMAT = Format(
+    name="parquet-lake",
+    priority=50,
+    sniff=lambda head, name: False,
+    parse=parse,
+    claims_directory=is_lake,
+    description="a Parquet lake from `polytrace export`: table=<name>/run_id=<id>/part-0.parquet",
+)

@@ -1,0 +1,134 @@
+"""verl console output (`output.log`): one `step:N - key:value - ...` line per training step, amid log noise.
+
+What the parser tolerates, and why:
+- ANSI colour codes and Ray's `(TaskRunner pid=...)` prefix are stripped before matching.
+- Values may be `np.float64(0.03)`, `np.int32(2)`, `nan`, `inf`, negative or scientific.
+- Non-numeric values are skipped; every numeric one lands in step_metrics.
+- W&B's console capture cuts lines at exactly 4096 characters, and a crashed run can
+  leave its last line without a newline. Such a line is *cut*: a pair counts only when
+  ` - ` follows it, so the unfinished last pair is dropped (a cut can land inside a number,
+  leaving a wrong but parseable value), and the step gets `log/truncated = 1`.
+- A step logged again (resumed runs re-log steps) overrides earlier values key by key;
+  steps need not start at 0 or 1. A validation-only step line (verl's initial validation)
+  is stored like any other; having no timings, it drops out of the stage queries.
+- `timing/<stage>` (old verl) is stored as `timing_s/<stage>`.
+"""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from ingest.contract import Format, IngestError, Parsed
+from ingest.sniffing import looks_binary
+from ingest.sources import read_bytes
+from ingest.step_metrics import StepMetrics
+
+WANDB_LINE_CAP = 4096
+SEPARATOR = " - "
+ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+RAY_PREFIX = re.compile(r"\s*\(\w+ pid=\d+[^)]*\)\s*")
+STEP = re.compile(r"\s*step:(-?\d+)(?= - )")
+STEP_LINE_IN_HEAD = re.compile(
+    rb"(?m)^(?:\x1b\[[0-9;?]*[A-Za-z]|\(\w+ pid=\d+[^)\n]*\)|\s)*step:\d+ - [^\n:]+:")
+VERL_MARKERS = (b"actor_rollout_ref", b"TaskRunner pid=", b"timing_s/", b"val-core/", b"global_steps")
+MODEL_PATH = re.compile(r"""model[._]path['"]?\s*[=:]\s*['"]?([^\s'",}]+)""")
+MAX_RESPONSE = re.compile(r"""max_response_length['"]?\s*[=:]\s*(\d+)""")
+
+
+def number(text: str) -> float | None:
+    """A logged value as a float (`np.float64(x)`, `np.int32(x)` unwrapped); None when not a number."""
+    text = text.strip()
+    if text.endswith(")"):
+        opened = text.find("(")
+        if opened <= 0:
+            return None
+        text = text[opened + 1:-1].partition(",")[0]
+    try:
+        return float(text)
+    except ValueError:
+        return None
+
+
+def clean(line: str) -> str:
+    if "\x1b" in line:
+        line = ANSI.sub("", line)
+    if "pid=" in line:
+        prefix = RAY_PREFIX.match(line)
+        if prefix:
+            line = line[prefix.end():]
+    return line
+
+
+def pairs(body: str, cut: bool) -> dict[str, float]:
+    """`key:value` pairs of a step line after `step:N`; on a cut line the last piece is unfinished."""
+    pieces = body.split(SEPARATOR)[1:]
+    if cut and pieces:
+        pieces.pop()
+    metrics = {}
+    for piece in pieces:
+        key, sep, raw = piece.partition(":")
+        value = number(raw) if sep else None
+        if value is not None and key.strip():
+            metrics[key.strip()] = value
+    return metrics
+
+
+def step_lines(text: str):
+    """(step, metrics, cut) for every step line of a console log."""
+    lines = text.split("\n")
+    ends_open = not text.endswith("\n")
+    if not ends_open:
+        lines.pop()
+    last = len(lines) - 1
+    for i, raw in enumerate(lines):
+        raw = raw.rstrip("\r")
+        if "step:" not in raw:
+            continue
+        line = clean(raw)
+        m = STEP.match(line)
+        if not m:
+            continue
+        cut = len(raw) == WANDB_LINE_CAP or (ends_open and i == last)
+        yield int(m.group(1)), pairs(line[m.end():], cut), cut
+
+
+def run_facts(text: str) -> dict:
+    run = {"framework": "verl"}
+    model = MODEL_PATH.search(text)
+    if model:
+        run["model"] = model.group(1).rstrip("/").rsplit("/", 1)[-1]
+    cap = MAX_RESPONSE.search(text)
+    if cap:
+        run["max_response_len"] = int(cap.group(1))
+    return run
+
+
+def parse(path: Path) -> Parsed:
+    data = read_bytes(path)
+    if looks_binary(data[:4096]):
+        raise IngestError(f"{path.name}: binary data, not a verl console log")
+    text = data.decode("utf-8", errors="replace")
+    metrics = StepMetrics()
+    for step, values, cut in step_lines(text):
+        metrics.add(step, values, truncated=cut)
+    if not metrics.steps:
+        raise IngestError(f"{path.name}: no verl step line ('step:N - key:value - ...') found")
+    return metrics.parsed("step line", run=run_facts(text))
+
+
+def sniff(head: bytes, name: str) -> bool:
+    if looks_binary(head):
+        return False
+    if STEP_LINE_IN_HEAD.search(head):
+        return True
+    # verl prints its config and worker logs first; a long preamble can push step 1 past the head.
+    return name.endswith((".log", ".out", ".txt")) and any(m in head for m in VERL_MARKERS)
+
+
+FORMAT = Format(
+    name="verl-console",
+    priority=40,
+    sniff=sniff,
+    parse=parse,
+    description="verl console output: one 'step:N - key:value - ...' line per step (W&B output.log too)",
+)

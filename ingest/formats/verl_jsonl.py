@@ -1,0 +1,101 @@
+"""verl's file logger: one `{"step": N, "data": {metric: value, ...}}` JSON object per line."""
+from __future__ import annotations
+
+import json
+import math
+import re
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from ingest.contract import Format, IngestError, Parsed
+from ingest.sniffing import first_line, looks_binary
+from ingest.sources import read_bytes
+from ingest.step_metrics import StepMetrics
+
+STEP_THEN_DATA = re.compile(rb'^\{\s*"step"\s*:\s*-?\d+\s*,\s*"data"\s*:\s*\{')
+
+
+class Line(msgspec.Struct, forbid_unknown_fields=True):
+    step: int
+    data: dict[str, Any]
+
+
+_decoder = msgspec.json.Decoder(Line)
+
+
+def numeric(data: dict[str, Any]) -> dict[str, float]:
+    """Numeric values only (bools are not metrics); nested dicts are skipped."""
+    return {k: float(v) for k, v in data.items()
+            if isinstance(v, (int, float)) and not isinstance(v, bool)}
+
+
+def decode(line: bytes, number: int, name: str) -> Line:
+    try:
+        return _decoder.decode(line)
+    except msgspec.DecodeError:
+        pass
+    except msgspec.ValidationError as e:
+        raise IngestError(f"{name}: line {number}: {e}") from None
+    # Python's json module writes NaN and Infinity, which strict JSON decoders reject.
+    try:
+        obj = json.loads(line, parse_constant=lambda c: {"NaN": math.nan, "Infinity": math.inf,
+                                                         "-Infinity": -math.inf}[c])
+        return msgspec.convert(obj, Line)
+    except (ValueError, msgspec.ValidationError) as e:
+        raise IngestError(f"{name}: line {number}: not a verl metrics line ({e})") from None
+
+
+def parse(path: Path) -> Parsed:
+    data = read_bytes(path)
+    if looks_binary(data[:4096]):
+        raise IngestError(f"{path.name}: binary data, not verl JSON lines")
+    metrics = StepMetrics()
+    warnings: list[str] = []
+    try:
+        rows = _decoder.decode_lines(data)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        rows = _tolerant_rows(data, path.name, warnings)
+    for row in rows:
+        metrics.add(row.step, numeric(row.data))
+    if not metrics.steps:
+        raise IngestError(f"{path.name}: no verl metrics line ({{\"step\": N, \"data\": {{...}}}})")
+    return metrics.parsed("line", run={"framework": "verl"}, warnings=warnings)
+
+
+def _tolerant_rows(data: bytes, name: str, warnings: list[str]) -> list[Line]:
+    """Line by line, for NaN/Infinity literals and a cut last line; any other defect is an error."""
+    lines = data.split(b"\n")
+    rows = []
+    for i, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            rows.append(decode(line, i, name))
+        except IngestError:
+            if i < len(lines):
+                raise
+            warnings.append(f"last line {i} is cut off (no newline) and was skipped")
+    return rows
+
+
+def sniff(head: bytes, name: str) -> bool:
+    if looks_binary(head):
+        return False
+    line = first_line(head)
+    try:
+        obj = json.loads(line)
+    except ValueError:
+        return bool(STEP_THEN_DATA.match(line))  # a first line longer than the head
+    return (isinstance(obj, dict) and set(obj) == {"step", "data"}
+            and isinstance(obj["step"], int) and isinstance(obj["data"], dict))
+
+
+FORMAT = Format(
+    name="verl-jsonl",
+    priority=45,
+    sniff=sniff,
+    parse=parse,
+    description='verl file logger: one {"step": N, "data": {...}} JSON object per line',
+)

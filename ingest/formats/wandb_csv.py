@@ -1,0 +1,98 @@
+"""A W&B run history exported as CSV: a `_step` (or `step`) column and one column per metric."""
+from __future__ import annotations
+
+import csv
+import io
+import math
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.csv as pacsv
+
+from ingest.contract import Format, IngestError, Parsed
+from ingest.sniffing import looks_binary
+from ingest.sources import read_bytes
+from ingest.step_metrics import StepMetrics
+
+STEP_COLUMNS = ("_step", "step")
+
+
+def header(head: bytes) -> list[str]:
+    text = head.split(b"\n", 1)[0].decode("utf-8", errors="replace").lstrip("\ufeff")
+    return next(csv.reader([text]), [])
+
+
+def step_column(names: list[str]) -> str | None:
+    lowered = {n.strip().lower(): n for n in names}
+    return next((lowered[c] for c in STEP_COLUMNS if c in lowered), None)
+
+
+def as_numbers(column: pa.ChunkedArray) -> list[float | None]:
+    """Cells as floats; empty or non-numeric cells are None. NaN and infinities are kept."""
+    try:
+        return pc.cast(column, pa.float64()).to_pylist()
+    except pa.ArrowInvalid:
+        return [_float(v) for v in column.to_pylist()]
+
+
+def _float(text: str | None) -> float | None:
+    try:
+        return float(text) if text is not None else None
+    except ValueError:
+        return None
+
+
+def read_table(path: Path) -> pa.Table:
+    data = read_bytes(path)
+    if looks_binary(data[:4096]):
+        raise IngestError(f"{path.name}: binary data, not a CSV export")
+    names = header(data)
+    try:
+        return pacsv.read_csv(
+            io.BytesIO(data),
+            convert_options=pacsv.ConvertOptions(
+                column_types={n: pa.string() for n in names},
+                null_values=[""], strings_can_be_null=True),
+        )
+    except pa.ArrowInvalid as e:
+        raise IngestError(f"{path.name}: malformed CSV ({str(e).splitlines()[0]})") from None
+
+
+def parse(path: Path) -> Parsed:
+    table = read_table(path)
+    step_name = step_column(table.column_names)
+    if step_name is None:
+        raise IngestError(f"{path.name}: no _step or step column in the CSV header")
+    steps = as_numbers(table.column(step_name))
+    metrics = StepMetrics()
+    columns = {n: as_numbers(table.column(n)) for n in table.column_names if n != step_name}
+    skipped = 0
+    for i, step in enumerate(steps):
+        if step is None or not math.isfinite(step) or step != int(step):
+            skipped += 1
+            continue
+        metrics.add(int(step), {k: v[i] for k, v in columns.items() if v[i] is not None})
+    if not metrics.steps:
+        raise IngestError(f"{path.name}: no row has a whole-number {step_name}")
+    warnings = [f"{skipped} row(s) without a whole-number {step_name} skipped"] if skipped else []
+    return metrics.parsed("row", warnings=warnings)
+
+
+def sniff(head: bytes, name: str) -> bool:
+    if looks_binary(head) or not name.lower().endswith((".csv", ".csv.gz")):
+        return False
+    names = header(head)
+    if "_step" in names:
+        return True
+    # A plain `step` column alone could be any table (a samples CSV has one); metric names have slashes.
+    return step_column(names) is not None and any("/" in n for n in names)
+
+
+FORMAT = Format(
+    name="wandb-csv",
+    priority=30,
+    sniff=sniff,
+    parse=parse,
+    description="W&B history export: CSV with a _step or step column and one column per metric",
+)

@@ -1,0 +1,70 @@
+"""Per-step metrics shared by the verl formats: key normalisation, last-wins merging, the step_metrics table."""
+from __future__ import annotations
+
+import pyarrow as pa
+
+from ingest.contract import Parsed
+
+OLD_TIMING = "timing/"
+TIMING = "timing_s/"
+TRUNCATED_KEY = "log/truncated"
+
+
+def canonical_key(key: str) -> str:
+    """Old verl wrote `timing/<stage>` (seconds); newer verl writes `timing_s/<stage>`.
+
+    Both are stored as `timing_s/<stage>` so one name serves every query; the rename
+    is reported in the parse warnings.
+    """
+    return TIMING + key[len(OLD_TIMING):] if key.startswith(OLD_TIMING) else key
+
+
+class StepMetrics:
+    """Collects metrics step by step; a step logged again overrides earlier values key by key."""
+
+    def __init__(self) -> None:
+        self.steps: dict[int, dict[str, float]] = {}
+        self.times_logged: dict[int, int] = {}
+        self.truncated: list[int] = []
+        self.renamed = 0
+
+    def add(self, step: int, metrics: dict[str, float], truncated: bool = False) -> None:
+        self.times_logged[step] = self.times_logged.get(step, 0) + 1
+        values = self.steps.setdefault(step, {})
+        for key, value in metrics.items():
+            if key.startswith(OLD_TIMING):
+                self.renamed += 1
+            values[canonical_key(key)] = value
+        if truncated:
+            self.truncated.append(step)
+            values[TRUNCATED_KEY] = 1.0
+
+    def warnings(self, unit: str) -> list[str]:
+        notes = []
+        repeated = sorted(s for s, n in self.times_logged.items() if n > 1)
+        if repeated:
+            notes.append(f"{len(repeated)} step(s) logged more than once, later values win key by key: "
+                         f"{_some(repeated)}")
+        if self.truncated:
+            notes.append(f"{len(self.truncated)} {unit}(s) cut short, their unfinished last pair dropped "
+                         f"and {TRUNCATED_KEY}=1 set: step(s) {_some(sorted(set(self.truncated)))}")
+        if self.renamed:
+            notes.append(f"{self.renamed} old-style timing/<stage> value(s) stored as timing_s/<stage>")
+        return notes
+
+    def table(self) -> pa.Table:
+        ordered = [(step, self.steps[step]) for step in sorted(self.steps)]
+        return pa.table({
+            "step": pa.array([s for s, values in ordered for _ in values], pa.int32()),
+            "key": pa.array([k for _, values in ordered for k in values], pa.string()),
+            "value": pa.array([v for _, values in ordered for v in values.values()], pa.float64()),
+        })
+
+    def parsed(self, unit: str, run: dict | None = None, warnings: list[str] | None = None) -> Parsed:
+        return Parsed(tables={"step_metrics": self.table()}, run=run or {},
+                      warnings=(warnings or []) + self.warnings(unit))
+
+
+def _some(items: list, n: int = 8) -> str:
+    shown = ", ".join(str(i) for i in items[:n])
+    return shown + (f" (+{len(items) - n} more)" if len(items) > n else "")

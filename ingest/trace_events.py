@@ -1,0 +1,136 @@
+"""Streaming decode of a Chrome-trace JSON document: its traceEvents array in bounded chunks."""
+from __future__ import annotations
+
+import re
+from typing import BinaryIO, Iterator
+
+import msgspec
+
+from ingest.contract import IngestError
+
+BLOCK_BYTES = 2 << 20
+# A header, or a run of bytes with no decodable event boundary, longer than this is not a trace.
+MAX_CARRY_BYTES = 64 << 20
+_KEY = b'"traceEvents"'
+# Where one event object ends and the next begins. The same bytes can occur inside an
+# event (nested args, strings); a cut there does not decode as a list, so it is never taken.
+_BOUNDARY = re.compile(rb"\}\s*,\s*\{")
+_CANDIDATES = 4
+
+
+class Budget:
+    """Decompressed bytes one input may still yield (POLYTRACE_MAX_INFLATE_BYTES), shared by archive members."""
+
+    def __init__(self, limit: int):
+        self.left = limit
+        self.limit = limit
+
+    def take(self, n: int, name: str) -> None:
+        self.left -= n
+        if self.left < 0:
+            raise IngestError(f"{name}: inflates past {self.limit} bytes (limit POLYTRACE_MAX_INFLATE_BYTES)")
+
+
+class EventStream:
+    """Iterate a trace document's events as typed lists of at most ~BLOCK_BYTES of JSON each.
+
+    `event_types` are msgspec Structs tried in turn on each chunk: a fast strict one
+    first, then more lenient ones for chunks it rejects. `meta_type` is a Struct with
+    defaults for every field; the top-level keys before and after the events array are
+    decoded into it and collected in `meta` (complete once iteration ends). Memory stays
+    bounded by one block plus one chunk of decoded events.
+    """
+
+    def __init__(self, stream: BinaryIO, name: str, event_types: tuple[type, ...], meta_type: type,
+                 budget: Budget):
+        self.stream, self.name, self.budget = stream, name, budget
+        self.meta: list = []
+        self._meta_type = meta_type
+        self._chunks = [msgspec.json.Decoder(list[t]) for t in event_types]
+        self._tails = [msgspec.json.Decoder(msgspec.defstruct(
+            "Tail", [("traceEvents", list[t], msgspec.field(default_factory=list))], bases=(meta_type,)))
+            for t in event_types]
+        self.bytes_read = 0
+
+    def _read(self) -> bytes:
+        block = self.stream.read(BLOCK_BYTES)
+        self.bytes_read += len(block)
+        self.budget.take(len(block), self.name)
+        return block
+
+    def __iter__(self) -> Iterator[list]:
+        carry = self._open_array()
+        while True:
+            block = self._read()
+            if not block:
+                yield self._finish(carry)
+                return
+            carry += block
+            events, rest = self._cut(carry)
+            if events is not None:
+                yield events
+                carry = rest
+            elif len(carry) > MAX_CARRY_BYTES:
+                raise IngestError(f"{self.name}: malformed JSON in traceEvents near byte "
+                                  f"{self.bytes_read - len(carry)}")
+
+    def _open_array(self) -> bytes:
+        """Decode the header up to `"traceEvents": [` and return the bytes after the bracket."""
+        buf = b""
+        while True:
+            block = self._read()
+            buf += block
+            at = buf.find(_KEY)
+            if at >= 0:
+                after = buf[at + len(_KEY):].lstrip()
+                if len(after) >= 2 or not block:
+                    break
+            if not block:
+                raise IngestError(f"{self.name}: no traceEvents array (not a Chrome/Kineto trace)")
+            if len(buf) > MAX_CARRY_BYTES:
+                raise IngestError(f"{self.name}: no traceEvents array in the first "
+                                  f"{MAX_CARRY_BYTES >> 20} MB")
+        head = buf[:at].strip()
+        if not head.startswith(b"{"):
+            raise IngestError(f"{self.name}: not a JSON object with a traceEvents array")
+        try:
+            self.meta.append(self._decode([msgspec.json.Decoder(self._meta_type)],
+                                          head.rstrip(b",") + b"}", "header"))
+        except msgspec.DecodeError as e:
+            raise IngestError(f"{self.name}: {e} (trace header)") from None
+        if not after.startswith(b":"):
+            raise IngestError(f"{self.name}: traceEvents is not followed by ':'")
+        after = after[1:].lstrip()
+        if not after.startswith(b"["):
+            raise IngestError(f"{self.name}: traceEvents is not an array")
+        return after[1:]
+
+    def _cut(self, carry: bytes) -> tuple[list | None, bytes]:
+        """Events up to the last event boundary that decodes, and the bytes after it."""
+        window = max(0, len(carry) - (64 << 10))
+        matches = list(_BOUNDARY.finditer(carry, window)) or list(_BOUNDARY.finditer(carry))
+        for m in reversed(matches[-_CANDIDATES:]):
+            try:
+                events = self._decode(self._chunks, b"[" + carry[:m.start() + 1] + b"]", "events")
+            except msgspec.DecodeError:
+                continue
+            return events, carry[m.end() - 1:]
+        return None, carry
+
+    def _finish(self, carry: bytes) -> list:
+        try:
+            tail = self._decode(self._tails, b'{"traceEvents":[' + carry, "end")
+        except msgspec.DecodeError as e:
+            reason = "truncated JSON" if "truncated" in str(e) else str(e)
+            raise IngestError(f"{self.name}: {reason} (trace end)") from None
+        self.meta.append(tail)
+        return tail.traceEvents
+
+    def _decode(self, decoders: list, data: bytes, where: str):
+        """Decode with the first decoder that accepts the types; DecodeError passes through."""
+        for decoder in decoders:
+            try:
+                return decoder.decode(data)
+            except msgspec.ValidationError as e:
+                error = e
+        raise IngestError(f"{self.name}: unexpected field type in the trace {where} ({error})") from None

@@ -1,0 +1,44 @@
+-- name: gpu_idle_heatmap
+-- title: GPU idle share per rank and profiler step
+-- section: GPU
+-- The per-step idle_pct of gpu_time as a rank x step grid: within each step, the share
+-- of the span from its first GPU event's start to its last one's end when no GPU event
+-- runs on any stream. A GPU event belongs to the step whose ProfilerStep window holds its
+-- CPU launch. By default the last step of a rank with two or more windows is left out
+-- (HTA's rule, see gpu_time); include_last_step = true shows it.
+-- @param run_id VARCHAR  Run to analyse.
+-- @param include_last_step BOOLEAN = false  Show the last ProfilerStep window too (HTA drops it).
+-- @column rank INTEGER  Global rank.
+-- @column step INTEGER  Profiler step.
+-- @column kernel_time_us DOUBLE  The step's last GPU event end minus its first start (us).
+-- @column idle_us DOUBLE  Time in that span when no GPU event runs (us).
+-- @column idle_pct DOUBLE  100 * idle_us / kernel_time_us (%).
+-- @chart heatmap x=step y=rank z=idle_pct xlabel="profiler step" ylabel="rank" title="GPU idle % per rank and step"
+WITH ev AS (
+    SELECT rank, step, ts_us, ts_us + dur_us AS end_us
+    FROM gpu_events
+    WHERE run_id = $run_id AND step IS NOT NULL AND ($include_last_step OR NOT hta_excluded)
+),
+-- Sorted by start, each event adds the part of it past every earlier event's end.
+reach AS (
+    SELECT *, max(end_us) OVER (PARTITION BY rank, step ORDER BY ts_us, end_us
+                                ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_end
+    FROM ev
+),
+totals AS (
+    SELECT
+        rank,
+        step,
+        max(end_us) - min(ts_us) AS kernel_time_us,
+        sum(greatest(end_us - greatest(ts_us, coalesce(prev_end, ts_us)), 0))::DOUBLE AS busy_us
+    FROM reach
+    GROUP BY rank, step
+)
+SELECT
+    rank,
+    step,
+    kernel_time_us,
+    kernel_time_us - busy_us AS idle_us,
+    100 * (kernel_time_us - busy_us) / NULLIF(kernel_time_us, 0) AS idle_pct
+FROM totals
+ORDER BY rank, step

@@ -1,0 +1,62 @@
+-- name: gpu_stragglers
+-- title: Straggler ranks per profiler step
+-- section: GPU
+-- One row per profiler step and rank: the rank's ProfilerStep window length against the
+-- step's slowest and mean rank, and when its last communication (NCCL/RCCL) kernel of the
+-- step started against the other ranks'. Collectives end together, so the rank whose last
+-- collective starts latest arrived last: a straggler the others waited for. Start times
+-- are compared on the traces' clocks, which must be synchronised across ranks.
+-- @param run_id VARCHAR  Run to analyse.
+-- @column step INTEGER  Profiler step.
+-- @column rank INTEGER  Global rank.
+-- @column dur_us DOUBLE  The rank's ProfilerStep window length (us).
+-- @column ranks BIGINT  Ranks with this step.
+-- @column max_dur_us DOUBLE  Slowest rank's window length in the step (us).
+-- @column mean_dur_us DOUBLE  Mean window length over the step's ranks (us).
+-- @column max_over_mean DOUBLE  max_dur_us / mean_dur_us: 1 is perfectly balanced.
+-- @column slowest_rank INTEGER  Rank with the longest window (lowest rank on ties).
+-- @column last_comm_lag_us DOUBLE  Start of the rank's last communication kernel in the step, after the earliest such start over ranks (us); NULL without one.
+-- @column last_comm_spread_us DOUBLE  Latest minus earliest last-communication-kernel start over the step's ranks (us).
+-- @chart heatmap x=step y=rank z=dur_us xlabel="profiler step" ylabel="rank" title="Profiler step length per rank"
+WITH windows AS (
+    SELECT step, rank, max(dur_us) AS dur_us
+    FROM profiler_steps
+    WHERE run_id = $run_id
+    GROUP BY step, rank
+),
+last_comm AS (
+    SELECT step, rank, max(ts_us) AS last_comm_ts
+    FROM gpu_events
+    WHERE run_id = $run_id AND category = 'communication' AND step IS NOT NULL
+    GROUP BY step, rank
+),
+rows AS (
+    SELECT w.step, w.rank, w.dur_us, c.last_comm_ts
+    FROM windows w LEFT JOIN last_comm c USING (step, rank)
+),
+steps AS (
+    SELECT step, count(*) AS ranks, max(dur_us) AS max_dur_us, avg(dur_us) AS mean_dur_us,
+        min(last_comm_ts) AS first_comm_ts, max(last_comm_ts) AS latest_comm_ts
+    FROM rows
+    GROUP BY step
+),
+slowest AS (
+    SELECT r.step, min(r.rank) AS slowest_rank
+    FROM rows r JOIN steps s ON r.step = s.step AND r.dur_us = s.max_dur_us
+    GROUP BY r.step
+)
+SELECT
+    r.step,
+    r.rank,
+    r.dur_us,
+    s.ranks,
+    s.max_dur_us,
+    s.mean_dur_us,
+    s.max_dur_us / NULLIF(s.mean_dur_us, 0) AS max_over_mean,
+    w.slowest_rank,
+    r.last_comm_ts - s.first_comm_ts AS last_comm_lag_us,
+    s.latest_comm_ts - s.first_comm_ts AS last_comm_spread_us
+FROM rows r
+JOIN steps s USING (step)
+JOIN slowest w USING (step)
+ORDER BY r.step, r.rank

@@ -1,0 +1,117 @@
+-- name: run_summary
+-- title: Headline findings
+-- section: Runs
+-- One row of headline numbers for a run, each computed as the per-step query named in its
+-- column defines it: how idle the rollout engines sat, how long the length tail is, how
+-- uneven the ranks are and how much generation was thrown away. NULL where the run lacks
+-- the data.
+-- @param run_id VARCHAR  Run to summarise.
+-- @column run_id VARCHAR  The run.
+-- @column steps BIGINT  Steps with samples, step metrics or rank stage timings.
+-- @column samples BIGINT  Responses in the run.
+-- @column rollout_idle_frac_mean DOUBLE  Mean over steps of rollout_tail's rollout_idle_frac. Sentence: Rollout engines sat idle {rollout_idle_frac_mean} of each rollout on average waiting for the slowest engine, {rollout_idle_frac_worst} in the worst step ({worst_idle_step}).
+-- @column rollout_idle_frac_worst DOUBLE  Largest rollout_idle_frac of any step.
+-- @column worst_idle_step INTEGER  Step with the largest rollout_idle_frac (earliest on a tie).
+-- @column tail_ratio_worst DOUBLE  Largest length_stats tail_ratio (max / median response length) of any step. Sentence: The longest response was {tail_ratio_worst} the median one in step {worst_tail_step}.
+-- @column worst_tail_step INTEGER  Step with the largest tail_ratio (earliest on a tie).
+-- @column cap_ratio DOUBLE  Share of all responses truncated or at the response cap. Sentence: {cap_ratio} of responses hit the length cap.
+-- @column dp_imbalance_mean DOUBLE  Mean over steps of dp_imbalance's imbalance (max / mean tokens per DP rank).
+-- @column dp_imbalance_max DOUBLE  Largest dp_imbalance imbalance of any step. Sentence: The busiest DP rank carried {dp_imbalance_max} the mean rank's tokens (rank {straggler_rank}, step {straggler_step}); {dp_imbalance_mean} on average.
+-- @column straggler_step INTEGER  Step with the largest dp imbalance (earliest on a tie).
+-- @column straggler_rank INTEGER  dp_rank with the most tokens in that step; NULL from verl metrics.
+-- @column reward_imbalance_mean DOUBLE  Mean over steps of reward_imbalance's imbalance (slowest / mean reward time). Sentence: The slowest rank's reward took {reward_imbalance_mean} the mean rank's on average.
+-- @column wasted_token_frac DOUBLE  Response tokens never trained on over all response tokens, in steps with filter information. Sentence: {wasted_token_frac} of generated response tokens were filtered away and never trained on.
+-- @column prefix_cache_hit DOUBLE  Cached over prompt tokens over all turns whose cached_tokens is known. Sentence: The prefix cache served {prefix_cache_hit} of multi-turn prompt tokens.
+-- @column gen_share DOUBLE  sum(timing_s/gen) / sum(timing_s/step) over steps that log both. Sentence: Rollout generation took {gen_share} of step time.
+-- @chart table title="Headline findings"
+WITH steps AS (
+    SELECT step FROM step_lengths WHERE run_id = $run_id
+    UNION SELECT step FROM step_metrics WHERE run_id = $run_id
+    UNION SELECT step FROM rank_stage WHERE run_id = $run_id),
+rollout AS (
+    -- rollout_tail's rollout_idle_frac
+    SELECT
+        step,
+        CASE WHEN count(gen_s) = count(*)
+             THEN 1 - sum(gen_s)::DOUBLE / NULLIF(count(*) * max(gen_s), 0)
+             ELSE 1 - sum(max_len)::DOUBLE / NULLIF(count(*) * max(max_len), 0)
+        END AS idle
+    FROM step_rank_lengths
+    WHERE run_id = $run_id AND dp_rank IS NOT NULL
+    GROUP BY step),
+dp AS (
+    -- dp_imbalance: samples first, verl's global_seqlen for steps without samples
+    SELECT
+        step,
+        max(tokens) / NULLIF(avg(tokens), 0) AS imbalance,
+        first(dp_rank ORDER BY tokens DESC, dp_rank) AS straggler_rank
+    FROM (SELECT step, dp_rank, coalesce(prompt_tokens, 0) + coalesce(response_tokens, 0) AS tokens
+          FROM step_rank_lengths
+          WHERE run_id = $run_id AND dp_rank IS NOT NULL)
+    GROUP BY step
+    UNION ALL
+    SELECT
+        step,
+        max(value) FILTER (WHERE key = 'global_seqlen/max')
+            / NULLIF(max(value) FILTER (WHERE key = 'global_seqlen/mean'), 0) AS imbalance,
+        NULL::INTEGER AS straggler_rank
+    FROM step_metrics
+    WHERE run_id = $run_id
+      AND key IN ('global_seqlen/max', 'global_seqlen/mean')
+      AND step NOT IN (SELECT step FROM step_rank_lengths
+                       WHERE run_id = $run_id AND dp_rank IS NOT NULL)
+    GROUP BY step),
+reward AS (
+    -- reward_imbalance's imbalance
+    SELECT step, max(seconds) / NULLIF(avg(seconds), 0) AS imbalance
+    FROM rank_stage
+    WHERE run_id = $run_id AND stage = 'reward'
+    GROUP BY step),
+per_step AS (
+    SELECT
+        s.step,
+        l.n,
+        l.response_max / NULLIF(l.response_p50, 0) AS tail_ratio,
+        l.capped,
+        l.cap_known,
+        CASE WHEN l.filtered THEN l.response_tokens END AS filtered_tokens,
+        CASE WHEN l.filtered THEN l.response_tokens - l.used_tokens END AS wasted_tokens,
+        r.idle,
+        d.imbalance AS dp_imbalance,
+        d.straggler_rank,
+        w.imbalance AS reward_imbalance,
+        t.cached_tokens,
+        t.cache_prompt_tokens,
+        -- share of step in gen counts steps that log both times
+        CASE WHEN m.step_s IS NOT NULL THEN m.gen_s END AS gen_s,
+        CASE WHEN m.gen_s IS NOT NULL THEN m.step_s END AS step_s
+    FROM steps s
+    LEFT JOIN step_lengths l ON l.run_id = $run_id AND l.step = s.step
+    LEFT JOIN rollout r ON r.step = s.step
+    LEFT JOIN dp d ON d.step = s.step
+    LEFT JOIN reward w ON w.step = s.step
+    LEFT JOIN step_turns t ON t.run_id = $run_id AND t.step = s.step
+    LEFT JOIN step_timings m ON m.run_id = $run_id AND m.step = s.step)
+SELECT
+    $run_id::VARCHAR AS run_id,
+    count(*) AS steps,
+    coalesce(sum(n)::BIGINT, 0) AS samples,
+    avg(idle) AS rollout_idle_frac_mean,
+    max(idle) AS rollout_idle_frac_worst,
+    first(step ORDER BY idle DESC, step) FILTER (WHERE idle IS NOT NULL) AS worst_idle_step,
+    max(tail_ratio) AS tail_ratio_worst,
+    first(step ORDER BY tail_ratio DESC, step) FILTER (WHERE tail_ratio IS NOT NULL)
+        AS worst_tail_step,
+    sum(capped)::DOUBLE / NULLIF(sum(cap_known)::DOUBLE, 0) AS cap_ratio,
+    avg(dp_imbalance) AS dp_imbalance_mean,
+    max(dp_imbalance) AS dp_imbalance_max,
+    first(step ORDER BY dp_imbalance DESC, step) FILTER (WHERE dp_imbalance IS NOT NULL)
+        AS straggler_step,
+    first(straggler_rank ORDER BY dp_imbalance DESC, step) FILTER (WHERE dp_imbalance IS NOT NULL)
+        AS straggler_rank,
+    avg(reward_imbalance) AS reward_imbalance_mean,
+    sum(wasted_tokens)::DOUBLE / NULLIF(sum(filtered_tokens)::DOUBLE, 0) AS wasted_token_frac,
+    sum(cached_tokens)::DOUBLE / NULLIF(sum(cache_prompt_tokens)::DOUBLE, 0) AS prefix_cache_hit,
+    sum(gen_s)::DOUBLE / NULLIF(sum(step_s)::DOUBLE, 0) AS gen_share
+FROM per_step
+HAVING (SELECT count(*) FROM runs WHERE run_id = $run_id) > 0

@@ -1,0 +1,47 @@
+-- name: whatif
+-- title: What if: rollout time under other dispatch policies
+-- section: What if
+-- Predicted rollout time per step under each simulated dispatch policy, from
+-- `polytrace simulate RUN --store` (a decode-iteration cost model over the recorded
+-- lengths). length-balanced is an oracle bound: it knows every response length before
+-- generation. saved_s and the GPU-hours compare each policy with as-recorded; all GPUs
+-- of the job wait for the rollout, so a second saved is a second saved on every GPU.
+-- @param run_id VARCHAR  Run to analyse.
+-- @param gpus INTEGER = NULL  GPUs in the job; default the run's n_gpus, else inferred from the logged ranks.
+-- @column step INTEGER  Training step.
+-- @column policy VARCHAR  Dispatch policy ('length-balanced' is an oracle bound).
+-- @column predicted_s DOUBLE  Predicted rollout time of the step: its slowest engine (s).
+-- @column rollout_idle_frac DOUBLE  1 - sum(engine times) / (engines * slowest engine time).
+-- @column speedup DOUBLE  as-recorded rollout time / this policy's.
+-- @column saved_s DOUBLE  as-recorded rollout time - this policy's (s).
+-- @column gpus INTEGER  GPUs the savings count: the gpus parameter, the run's n_gpus, or max rank + rank stride (ranks are dp_rank * tp).
+-- @column gpu_hours_saved DOUBLE  saved_s * gpus / 3600 for the step (GPU-hours).
+-- @column run_gpu_hours_saved DOUBLE  gpu_hours_saved summed over the run's steps for the policy (GPU-hours).
+-- @chart line x=step y=predicted_s color=policy xlabel="step" ylabel="predicted rollout time (s)" title="Rollout time per dispatch policy (length-balanced: oracle bound)"
+WITH job AS (
+    -- Packed logs name ranks dp_rank * tp with tp_rank 0: the stride between ranks is tp.
+    SELECT coalesce($gpus, (SELECT n_gpus FROM runs WHERE run_id = $run_id),
+                    max(rank) + (max(rank) - min(rank)) // NULLIF(count(DISTINCT rank) - 1, 0)) AS gpus
+    FROM samples
+    WHERE run_id = $run_id
+),
+steps AS (
+    SELECT w.step, w.policy, w.predicted_s, w.idle_frac, w.speedup,
+           b.predicted_s - w.predicted_s AS saved_s
+    FROM whatif w
+    JOIN whatif b ON b.run_id = w.run_id AND b.step = w.step AND b.policy = 'as-recorded'
+        AND b.engine IS NULL
+    WHERE w.run_id = $run_id AND w.engine IS NULL
+)
+SELECT
+    s.step,
+    s.policy,
+    s.predicted_s,
+    s.idle_frac AS rollout_idle_frac,
+    s.speedup,
+    s.saved_s,
+    j.gpus,
+    s.saved_s * j.gpus / 3600.0 AS gpu_hours_saved,
+    sum(s.saved_s) OVER (PARTITION BY s.policy) * j.gpus / 3600.0 AS run_gpu_hours_saved
+FROM steps s, job j
+ORDER BY s.step, s.policy

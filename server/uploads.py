@@ -1,0 +1,184 @@
+"""Receiving uploads: multipart files streamed to a temporary directory, under a byte limit."""
+from __future__ import annotations
+
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import BinaryIO
+
+import anyio
+from python_multipart.exceptions import FormParserError
+from python_multipart.multipart import MultipartParser, parse_options_header
+from starlette.requests import ClientDisconnect, Request
+
+from server.errors import ApiError
+
+FILE_FIELD = "file"
+TEXT_FIELDS = ("name", "format")
+MAX_FILES = 10_000
+MAX_TEXT_BYTES = 4096
+# Hand the parser (and its disk writes) to a worker thread in slices this big.
+FLUSH_BYTES = 1 << 20
+
+
+@dataclass
+class Upload:
+    """The uploaded files on disk, named as the client named them, and the text fields."""
+
+    root: Path
+    files: list[Path] = field(default_factory=list)
+    client_names: list[str] = field(default_factory=list)
+    fields: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def files_dir(self) -> Path:
+        return self.root / "files"
+
+    def discard(self) -> None:
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+def too_large(limit: int, size: int | None = None) -> ApiError:
+    got = f"upload of {size} bytes" if size is not None else "upload"
+    return ApiError(413, f"{got} exceeds the limit of {limit} bytes (POLYTRACE_MAX_UPLOAD_BYTES)")
+
+
+def safe_relative(name: str, index: int) -> PurePosixPath:
+    """The client's file name as a relative path with no way out of the upload directory."""
+    parts = [p for p in name.replace("\\", "/").split("/") if p not in ("", ".", "..")]
+    parts = ["".join(c for c in p if c.isprintable())[:200] for p in parts]
+    parts = [p for p in parts if p]
+    return PurePosixPath(*parts) if parts else PurePosixPath(f"upload-{index}")
+
+
+class _Receiver:
+    """python-multipart callbacks that write file parts straight to disk."""
+
+    def __init__(self, upload: Upload):
+        self.upload = upload
+        self.header_name = b""
+        self.header_value = b""
+        self.disposition = b""
+        self.out: BinaryIO | None = None
+        self.text: bytearray | None = None
+        self.text_name = ""
+
+    def callbacks(self) -> dict:
+        return {
+            "on_part_begin": self.on_part_begin,
+            "on_header_field": lambda d, s, e: self._add("header_name", d[s:e]),
+            "on_header_value": lambda d, s, e: self._add("header_value", d[s:e]),
+            "on_header_end": self.on_header_end,
+            "on_headers_finished": self.on_headers_finished,
+            "on_part_data": self.on_part_data,
+            "on_part_end": self.on_part_end,
+        }
+
+    def _add(self, attr: str, data: bytes) -> None:
+        setattr(self, attr, getattr(self, attr) + data)
+
+    def on_part_begin(self) -> None:
+        self.disposition = b""
+
+    def on_header_end(self) -> None:
+        if self.header_name.lower() == b"content-disposition":
+            self.disposition = self.header_value
+        self.header_name = self.header_value = b""
+
+    def on_headers_finished(self) -> None:
+        _, options = parse_options_header(self.disposition)
+        name = options.get(b"name", b"").decode("utf-8", "replace")
+        if name == FILE_FIELD:
+            self._open_file(options.get(b"filename", b"").decode("utf-8", "replace"))
+        elif name in TEXT_FIELDS:
+            self.text, self.text_name = bytearray(), name
+        else:
+            raise ApiError(422, f"parameter {name!r}: unknown form field "
+                                f"(expected {FILE_FIELD!r}, {', '.join(map(repr, TEXT_FIELDS))})")
+
+    def _open_file(self, client_name: str) -> None:
+        files = self.upload.files
+        if len(files) >= MAX_FILES:
+            raise ApiError(422, f"parameter 'file': more than {MAX_FILES} files in one upload")
+        rel = safe_relative(client_name, len(files))
+        path = self.upload.files_dir / rel
+        if path.exists() or any(p.is_file() for p in path.parents):
+            path = self.upload.files_dir / f"duplicate-{len(files)}" / rel.name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.out = open(path, "wb")
+        files.append(path)
+        self.upload.client_names.append(str(rel))
+
+    def on_part_data(self, data: bytes, start: int, end: int) -> None:
+        if self.out is not None:
+            self.out.write(data[start:end])
+        elif self.text is not None:
+            self.text += data[start:end]
+            if len(self.text) > MAX_TEXT_BYTES:
+                raise ApiError(422, f"parameter {self.text_name!r}: longer than {MAX_TEXT_BYTES} bytes")
+
+    def on_part_end(self) -> None:
+        if self.out is not None:
+            self.out.close()
+            self.out = None
+        elif self.text is not None:
+            self.upload.fields[self.text_name] = self.text.decode("utf-8", "replace")
+            self.text = None
+
+    def close(self) -> None:
+        if self.out is not None:
+            self.out.close()
+
+
+def _boundary(request: Request) -> bytes:
+    kind, options = parse_options_header(request.headers.get("content-type", ""))
+    if kind != b"multipart/form-data":
+        raise ApiError(415, "POST /api/runs expects multipart/form-data with one or more 'file' parts")
+    if not options.get(b"boundary"):
+        raise ApiError(400, "multipart/form-data without a boundary")
+    return options[b"boundary"]
+
+
+def _declared_length(request: Request) -> int | None:
+    try:
+        return int(request.headers["content-length"])
+    except (KeyError, ValueError):
+        return None
+
+
+async def receive(request: Request, limit: int) -> Upload:
+    """Stream the request body to disk, failing with 413 as soon as it passes `limit` bytes."""
+    boundary = _boundary(request)
+    declared = _declared_length(request)
+    if declared is not None and declared > limit:
+        raise too_large(limit, declared)
+    upload = Upload(Path(tempfile.mkdtemp(prefix="polytrace-upload-")))
+    receiver = _Receiver(upload)
+    try:
+        parser = MultipartParser(boundary, receiver.callbacks())
+        seen, pending = 0, bytearray()
+        async for chunk in request.stream():
+            seen += len(chunk)
+            if seen > limit:
+                raise too_large(limit)
+            pending += chunk
+            if len(pending) >= FLUSH_BYTES:
+                await anyio.to_thread.run_sync(parser.write, bytes(pending))
+                pending.clear()
+        await anyio.to_thread.run_sync(parser.write, bytes(pending))
+        parser.finalize()
+        if receiver.out is not None or receiver.text is not None:
+            raise ApiError(400, "multipart body ends in the middle of a part")
+    except BaseException as e:
+        receiver.close()
+        upload.discard()
+        if isinstance(e, FormParserError):
+            raise ApiError(400, f"malformed multipart body: {e}") from None
+        if isinstance(e, ClientDisconnect):
+            raise ApiError(400, "client disconnected during the upload") from None
+        raise
+    if not upload.files:
+        upload.discard()
+        raise ApiError(422, "parameter 'file': at least one file is required")
+    return upload

@@ -1,0 +1,67 @@
+"""Golden cases: tiny canonical-table CSVs loaded into a fresh DuckDB, and result comparison."""
+from __future__ import annotations
+
+import csv
+import math
+from pathlib import Path
+
+import duckdb
+
+from ingest.aggregates import materialize
+from ingest.load import ensure_schema
+
+HERE = Path(__file__).resolve().parent
+CASES = HERE / "fixtures" / "golden"
+GOLDEN = HERE / "golden"
+TOLERANCE = 1e-9
+
+
+def case_names() -> list[str]:
+    return sorted(p.name for p in CASES.iterdir() if p.is_dir())
+
+
+def load_case(case: str) -> duckdb.DuckDBPyConnection:
+    """A fresh in-memory database holding one case's tables, aggregates materialized.
+
+    Every `<table>.csv` goes straight into the canonical table of that name (by column
+    name, empty field = NULL), so the goldens test the queries and not the parsers.
+    """
+    con = duckdb.connect()
+    ensure_schema(con)
+    for path in sorted((CASES / case).glob("*.csv")):
+        con.execute(f'INSERT INTO "{path.stem}" BY NAME '
+                    "SELECT * FROM read_csv($path, header = true, all_varchar = true)",
+                    {"path": str(path)})
+    for (run_id,) in con.execute("SELECT run_id FROM runs").fetchall():
+        materialize(con, run_id)
+    return con
+
+
+def read_expected(path: Path) -> tuple[list[str], list[list[str]]]:
+    with path.open(newline="") as f:
+        header, *rows = list(csv.reader(f))
+    return header, rows
+
+
+def same_cell(actual, expected: str) -> bool:
+    if expected == "":
+        return actual is None
+    if actual is None:
+        return False
+    if isinstance(actual, bool):
+        return str(actual).lower() == expected.lower()
+    if isinstance(actual, (int, float)):
+        return math.isclose(actual, float(expected), rel_tol=TOLERANCE, abs_tol=TOLERANCE)
+    return str(actual) == expected
+
+
+def mismatches(columns: list[str], rows: list[tuple], path: Path) -> list[str]:
+    """What differs between a result and its expected CSV; empty when they agree."""
+    header, expected = read_expected(path)
+    if columns != header:
+        return [f"columns {columns} != expected {header}"]
+    if len(rows) != len(expected):
+        return [f"{len(rows)} rows != expected {len(expected)}: {rows}"]
+    return [f"row {i} column {c}: {a!r} != expected {e!r}"
+            for i, (row, want) in enumerate(zip(rows, expected))
+            for c, a, e in zip(columns, row, want) if not same_cell(a, e)]

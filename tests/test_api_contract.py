@@ -1,0 +1,211 @@
+"""The REST contract: every catalog query answers over REST exactly as the CLI does, in JSON, CSV
+and Parquet, and schemathesis finds no 5xx anywhere in /openapi.json."""
+from __future__ import annotations
+
+import contextlib
+import csv
+import datetime as dt
+import decimal
+import io
+import json
+import math
+import shutil
+
+import httpx
+import pyarrow.parquet as pq
+import pytest
+
+from ingest.contract import IngestError
+from ingest.load import ingest_paths, open_db
+from polytrace.cli import main as cli_main
+from queries.catalog import load_catalog
+from server.settings import Settings
+from tests.conftest import SHARED_DATA, LiveServer
+
+# One run per kind of input, so that every query has a run it has rows for.
+RUN_INPUTS = {
+    "dapo": ["polytrace/verl/profile/packed_length_log/20260614_023133"],
+    "rllm": ["polytrace/rllm/profile/packed_length_log/20260616_024512"],
+    "search_r1": ["polytrace/search_r1/profile/multiturn_workload_log/0617_0223/multiturn_workload_step_0.jsonl"],
+    "verl_log": ["verl-logs/qwen3-4b-agent-run-ry3hgbx5.output.log"],
+    "kineto": ["kineto/trace_filter/sampled_rank-0.json.gz"],
+}
+# Values for required parameters that are not run ids.
+EXAMPLE_PARAMS = {"key": "timing_s/gen"}
+QUERIES = sorted(load_catalog())
+# Queries over tables that only `polytrace simulate --store` fills, never an ingest.
+NO_ROWS_FROM_INGEST = {"whatif"}
+
+
+def _ingest_all(db) -> dict[str, str]:
+    """Ingest every input whose format is registered; a format still missing skips its run."""
+    con = open_db(db)
+    runs = {}
+    try:
+        for label, paths in RUN_INPUTS.items():
+            try:
+                runs[label] = ingest_paths(con, [SHARED_DATA / p for p in paths]).run_id
+            except IngestError as e:
+                if "unknown format" not in str(e) and "no recognised" not in str(e):
+                    raise
+    finally:
+        con.close()
+    return runs
+
+
+def params_for(name: str, run_id: str) -> dict[str, str]:
+    params = {}
+    for p in load_catalog()[name].params:
+        if p.type == "VARCHAR" and "run" in p.name:
+            params[p.name] = run_id
+        elif p.required:
+            if p.name not in EXAMPLE_PARAMS:
+                pytest.fail(f"query {name!r} needs {p.name!r}: add an example to EXAMPLE_PARAMS")
+            params[p.name] = EXAMPLE_PARAMS[p.name]
+    return params
+
+
+def cli_json(db, name: str, params: dict[str, str]) -> list[dict]:
+    out = io.StringIO()
+    argv = ["query", name, "--db", str(db), "--output", "json"]
+    for k, v in params.items():
+        argv += ["-p", f"{k}={v}"]
+    with contextlib.redirect_stdout(out):
+        assert cli_main(argv) == 0
+    return json.loads(out.getvalue())
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory):
+    """A server on a database of real runs, plus a copy of that database for the CLI."""
+    if not SHARED_DATA.is_dir():
+        pytest.skip("../shared/data is absent")
+    root = tmp_path_factory.mktemp("contract")
+    runs = _ingest_all(root / "server.duckdb")
+    shutil.copy(root / "server.duckdb", root / "cli.duckdb")  # the server holds the file's lock
+    with LiveServer(Settings(db=str(root / "server.duckdb"))) as srv:
+        yield srv, runs, root / "cli.duckdb"
+
+
+def same(a, b) -> bool:
+    """Equal, with non-finite floats as null and float sums allowed their last bits."""
+    a, b = (None if isinstance(x, float) and not math.isfinite(x) else x for x in (a, b))
+    if isinstance(a, float) or isinstance(b, float):
+        return a is not None and b is not None and math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12)
+    return a == b
+
+
+def same_rows(expected: list[dict], got: list[dict]) -> bool:
+    return len(expected) == len(got) and all(
+        e.keys() == g.keys() and all(same(e[k], g[k]) for k in e) for e, g in zip(expected, got))
+
+
+def from_csv_cell(cell: str, like):
+    """A CSV cell read back as the type the CLI's JSON has at that place."""
+    if cell == "":
+        return None
+    if isinstance(like, bool):
+        return cell == "True"
+    if isinstance(like, int):
+        return int(cell)
+    if isinstance(like, float):
+        return float(cell)
+    if isinstance(like, str) and "T" in like and cell == like.replace("T", " ", 1):
+        return like  # a timestamp: CSV writes str(datetime), JSON its isoformat
+    if isinstance(like, (list, dict)):
+        return like if cell == str(like) or cell else cell
+    return cell
+
+
+def from_parquet(value):
+    if isinstance(value, (dt.datetime, dt.date, dt.time)):
+        return value.isoformat()
+    if isinstance(value, decimal.Decimal):
+        return float(value)
+    return value
+
+
+def test_there_are_runs_and_queries_to_compare(served):
+    _, runs, _ = served
+    assert {"dapo", "rllm", "search_r1"} <= set(runs)
+    assert {"length_stats", "runs"} <= set(QUERIES)
+
+
+@pytest.mark.parametrize("name", QUERIES)
+def test_catalog_query_over_rest_equals_the_cli(served, name):
+    srv, runs, cli_db = served
+    takes_run = any("run" in p.name for p in load_catalog()[name].params)
+    url = f"{srv.url}/api/queries/{name}"
+    compared_rows = 0
+    for label, run_id in (runs.items() if takes_run else [("all", "")]):
+        params = params_for(name, run_id)
+        expected = cli_json(cli_db, name, params)
+
+        body = httpx.get(url, params=params, timeout=60).json()
+        assert body["ok"] is True and body["truncated"] is False, (label, body)
+        got = [dict(zip(body["columns"], r)) for r in body["rows"]]
+        assert same_rows(expected, got), (label, "json", expected[:3], got[:3])
+
+        text = httpx.get(url, params={**params, "format": "csv"}, timeout=60).text
+        header, *cells = list(csv.reader(io.StringIO(text)))
+        assert header == body["columns"]
+        got = [{c: from_csv_cell(v, e[c]) for c, v in zip(header, row)}
+               for row, e in zip(cells, expected)]
+        assert len(cells) == len(expected) and same_rows(expected, got), (label, "csv")
+
+        blob = httpx.get(url, params=params, headers={"Accept": "application/vnd.apache.parquet"},
+                         timeout=60).content
+        table = pq.read_table(io.BytesIO(blob))
+        assert table.column_names == body["columns"]
+        got = [{k: from_parquet(v) for k, v in r.items()} for r in table.to_pylist()]
+        assert same_rows(expected, got), (label, "parquet")
+        compared_rows += len(expected)
+    if name == "runs":
+        assert compared_rows == len(runs)
+    elif name not in NO_ROWS_FROM_INGEST:
+        assert compared_rows > 0, f"no run gives {name} any rows: the comparison proves nothing"
+
+
+def test_openapi_operations_are_named_and_documented(served):
+    srv, _, _ = served
+    spec = httpx.get(f"{srv.url}/openapi.json").json()
+    ids = {op["operationId"] for path in spec["paths"].values() for op in path.values()}
+    assert {"health", "list_runs", "get_run", "upload_run", "delete_run", "list_queries",
+            "run_query"} <= ids
+    assert {f"query_{name}" for name in QUERIES} <= ids
+    length_stats = spec["paths"]["/api/queries/length_stats"]["get"]
+    run_id = next(p for p in length_stats["parameters"] if p["name"] == "run_id")
+    assert run_id["required"] is True and run_id["schema"]["type"] == "string"
+    assert httpx.get(f"{srv.url}/docs").status_code == 200
+
+
+def test_schemathesis_finds_no_server_errors(make_server, shared_data):
+    schemathesis = pytest.importorskip("schemathesis")
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis.errors import Unsatisfiable
+
+    srv = make_server(token="t")
+    step0 = shared_data / RUN_INPUTS["dapo"][0] / "packed_lengths_step_0.jsonl"
+    assert httpx.post(f"{srv.url}/api/runs", files={"file": (step0.name, step0.read_bytes())},
+                      headers={"Authorization": "Bearer t"}).status_code == 201
+    schema = schemathesis.openapi.from_url(f"{srv.url}/openapi.json")
+    failures, calls = [], 0
+    for operation in schema.get_all_operations():
+        op = operation.ok()
+        for mode in schemathesis.GenerationMode:
+            @settings(max_examples=12, deadline=None, database=None,
+                      suppress_health_check=list(HealthCheck))
+            @given(case=op.as_strategy(generation_mode=mode))
+            def call(case):
+                nonlocal calls
+                response = case.call(headers={"Authorization": "Bearer t"}, timeout=30)
+                calls += 1
+                if response.status_code >= 500:
+                    failures.append(f"{op.label} -> {response.status_code}: {case.as_curl_command()}")
+
+            try:
+                call()
+            except Unsatisfiable:
+                assert mode is schemathesis.GenerationMode.NEGATIVE  # nothing in it can be invalid
+    assert calls > 100
+    assert failures == []

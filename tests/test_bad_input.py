@@ -1,0 +1,157 @@
+"""Bad input through the CLI: one `error:` line, non-zero exit, no data change, one `failed` ingest row."""
+from __future__ import annotations
+
+import gzip
+import os
+import subprocess
+import sys
+
+import pytest
+
+from ingest.load import data_tables, ingest_paths, open_db
+
+GOOD = (
+    '{"step": 0, "rank": 0, "dp_rank": 0, "tp_rank": 0, "local_index": 0, "input": 10, "output": [1, 3], "n_sampling": 2, "validate": false}\n'
+    '{"step": 0, "rank": 4, "dp_rank": 1, "tp_rank": 0, "local_index": 0, "input": 20, "output": [5, 7], "n_sampling": 2, "validate": false}\n'
+)
+LINE = GOOD.splitlines()[0]
+
+
+def cli(*args, env=None):
+    return subprocess.run([sys.executable, "-m", "polytrace", *args], capture_output=True, text=True,
+                          env={**os.environ, **(env or {})}, timeout=120)
+
+
+def snapshot(db) -> dict:
+    con = open_db(db)
+    try:
+        return {
+            "counts": {t: con.execute(f'SELECT count(*) FROM "{t}"').fetchone()[0] for t in data_tables(con)},
+            "runs": con.execute("SELECT * FROM runs ORDER BY run_id").fetchall(),
+            "failed": con.execute("SELECT count(*) FROM ingests WHERE status = 'failed'").fetchone()[0],
+            "ingests": con.execute("SELECT count(*) FROM ingests").fetchone()[0],
+        }
+    finally:
+        con.close()
+
+
+@pytest.fixture
+def db(tmp_path):
+    """A database that already holds one good run, so an untouched table is a non-trivial claim."""
+    path = tmp_path / "pt.duckdb"
+    good = tmp_path / "good" / "packed_lengths_step_0.jsonl"
+    good.parent.mkdir()
+    good.write_text(GOOD)
+    con = open_db(path)
+    ingest_paths(con, [good])
+    con.close()
+    return path
+
+
+def packed(tmp_path, body: bytes | str, name="packed_lengths_step_1.jsonl"):
+    path = tmp_path / name
+    path.write_bytes(body.encode() if isinstance(body, str) else body)
+    return path
+
+
+def gzip_of(tmp_path, raw: bytes, name: str):
+    path = tmp_path / name
+    with gzip.open(path, "wb", compresslevel=9) as f:
+        f.write(raw)
+    return path
+
+
+def broken_deflate() -> bytes:
+    data = bytearray(gzip.compress(GOOD.encode() * 50, mtime=0))
+    data[20:24] = b"\xff\xff\xff\xff"  # first bytes of the deflate stream, past the 10-byte header
+    return bytes(data)
+
+
+# (case, make(tmp_path) -> (paths, extra args, env), substring of the one error line)
+CASES = [
+    ("truncated JSON line",
+     lambda t: ([packed(t, GOOD + LINE[:40])], [], {}), "Input data was truncated"),
+    ("empty file",
+     lambda t: ([packed(t, "")], [], {}), "packed_lengths_step_1.jsonl: empty file"),
+    ("empty file, forced format",
+     lambda t: ([packed(t, "\n \n")], ["--format", "polytrace-packed"], {}), "empty file"),
+    ("wrong type",
+     lambda t: ([packed(t, LINE.replace('"output": [1, 3]', '"output": "abc"'))], [], {}),
+     "record 1: Expected `array`, got `str` - at `$.output`"),
+    ("negative length",
+     lambda t: ([packed(t, GOOD + LINE.replace('"output": [1, 3]', '"output": [1, -3]'))], [], {}),
+     "record 3: Expected `int` >= 0 - at `$.output[1]`"),
+    ("unknown format",
+     lambda t: ([packed(t, "hello, world\n", name="notes.txt")], [], {}), "notes.txt: unknown format"),
+    ("unknown --format name",
+     lambda t: ([packed(t, GOOD)], ["--format", "nope"], {}), "unknown format 'nope'"),
+    ("directory with no recognised file",
+     lambda t: ([(t / "d").mkdir() or packed(t / "d", "just notes\n", name="README.txt").parent], [], {}),
+     "no recognised trace file"),
+    ("non-UTF-8 file",
+     lambda t: ([packed(t, LINE.encode()[:-1] + b', "note": "caf\xe9"}\n')], [], {}), "not UTF-8 text"),
+    ("gzip past the inflate limit",
+     lambda t: ([gzip_of(t, GOOD.encode() * 2000, "packed_lengths_step_1.jsonl.gz")], [],
+                {"POLYTRACE_MAX_INFLATE_BYTES": "100000"}), "gzip inflates past 100000 bytes"),
+    # 64 MiB of zeros squeezed into ~64 KiB: a real bomb, stopped long before it is inflated
+    ("gzip bomb of zeros",
+     lambda t: ([gzip_of(t, bytes(64 << 20), "bomb.jsonl.gz")], ["--format", "polytrace-packed"],
+                {"POLYTRACE_MAX_INFLATE_BYTES": str(1 << 20)}), "gzip inflates past 1048576 bytes"),
+    ("corrupt gzip",
+     lambda t: ([packed(t, gzip.compress(GOOD.encode())[:-12], name="packed_lengths_step_1.jsonl.gz")],
+                [], {}), "corrupt or truncated gzip"),
+    # garbage inside the deflate stream fails in zlib itself, not in gzip's CRC check
+    ("gzip with a broken deflate stream",
+     lambda t: ([packed(t, broken_deflate(), name="packed_lengths_step_1.jsonl.gz")], [], {}),
+     "corrupt or truncated gzip (Error -3 while decompressing data"),
+    ("no such path",
+     lambda t: ([t / "missing.jsonl"], [], {}), "missing.jsonl: no such file or directory"),
+]
+
+
+@pytest.mark.parametrize("make, reason", [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+def test_bad_input_leaves_one_line_and_one_failed_row(db, tmp_path, make, reason):
+    paths, extra, env = make(tmp_path)
+    before = snapshot(db)
+    out = cli("ingest", *map(str, paths), "--db", str(db), *extra, env=env)
+    assert out.returncode != 0
+    lines = out.stderr.splitlines()
+    assert len(lines) == 1, out.stderr
+    assert lines[0].startswith("error: ") and "Traceback" not in out.stderr
+    assert reason in lines[0]
+    assert out.stdout == ""
+    after = snapshot(db)
+    assert after["counts"] == before["counts"] and after["runs"] == before["runs"]
+    assert after["failed"] == before["failed"] + 1
+    assert after["ingests"] == before["ingests"] + 1
+
+
+def test_gzip_within_the_limit_is_read_transparently(db, tmp_path):
+    path = gzip_of(tmp_path, GOOD.replace('"step": 0', '"step": 1').encode(), "packed_lengths_step_1.jsonl.gz")
+    out = cli("ingest", str(path), "--db", str(db), env={"POLYTRACE_MAX_INFLATE_BYTES": "100000"})
+    assert out.returncode == 0, out.stderr
+    con = open_db(db)
+    try:
+        n = con.execute("SELECT count(*) FROM samples WHERE run_id = ? AND step = 1",
+                        [out.stdout.splitlines()[-1]]).fetchone()[0]
+    finally:
+        con.close()
+    assert n == 4
+
+
+def test_same_content_twice_is_the_same_run_and_force_makes_a_new_one(db, tmp_path):
+    path = packed(tmp_path, GOOD.replace('"step": 0', '"step": 2'))
+    first = cli("ingest", str(path), "--db", str(db))
+    again = cli("ingest", str(path), "--db", str(db), "--name", "other name")
+    assert first.returncode == again.returncode == 0
+    run_id = first.stdout.splitlines()[-1]
+    assert again.stdout.splitlines()[-1] == run_id
+    assert "already ingested" in again.stderr
+    before = snapshot(db)
+    forced = cli("ingest", str(path), "--db", str(db), "--force")
+    assert forced.returncode == 0, forced.stderr
+    new_id = forced.stdout.splitlines()[-1]
+    assert new_id != run_id
+    after = snapshot(db)
+    assert len(after["runs"]) == len(before["runs"]) + 1
+    assert after["counts"]["samples"] == before["counts"]["samples"] + 4

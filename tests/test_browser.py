@@ -1,0 +1,424 @@
+"""The dashboard in a real browser: headless Debian Chromium (Playwright) against a real uvicorn server."""
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.conftest import ROOT, free_port
+
+pytestmark = pytest.mark.browser
+
+CHROMIUM = Path("/usr/bin/chromium")
+ARTIFACTS = ROOT / "test-artifacts"
+DAPO = "polytrace/verl/profile/packed_length_log/20260614_023133"
+DAPO_AGAIN = "polytrace/verl/profile/packed_length_log/20260610_092349"
+RLLM = "polytrace/rllm/profile/packed_length_log/20260616_024512"
+SECTIONS = ("Lengths", "Rollout tail", "Imbalance", "Stages", "Multi-turn", "GPU", "What if", "Other")
+# Chromium itself reports every HTTP error response on the console. A rejected upload is
+# meant to answer 4xx, so that one report is expected; anything else is a page defect.
+REJECTED_UPLOAD = re.compile(r"^Failed to load resource: the server responded with a status of 4\d\d")
+
+
+@pytest.fixture(scope="module")
+def browser():
+    if not CHROMIUM.exists():
+        if os.environ.get("POLYTRACE_REQUIRE_BROWSER") == "1":
+            pytest.fail("POLYTRACE_REQUIRE_BROWSER=1 but /usr/bin/chromium is absent")
+        pytest.skip("/usr/bin/chromium is absent (apt-get install chromium)")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=str(CHROMIUM), headless=True,
+                              args=["--no-sandbox", "--disable-gpu", "--disable-background-networking"])
+        yield b
+        b.close()
+
+
+@pytest.fixture(scope="module")
+def three_runs(tmp_path_factory, browser):
+    """One server for the read-only tests: the DAPO run, its second recording, and rLLM."""
+    from tests.conftest import SHARED_DATA, LiveServer
+    from server.settings import Settings
+
+    if not SHARED_DATA.is_dir():
+        pytest.skip("../shared/data is absent")
+    db = tmp_path_factory.mktemp("browser") / "three.duckdb"
+    ids = ingest(db, SHARED_DATA / DAPO, SHARED_DATA / DAPO_AGAIN, SHARED_DATA / RLLM)
+    srv = LiveServer(Settings(db=str(db))).__enter__()
+    yield srv, dict(zip(("dapo", "dapo_again", "rllm"), ids))
+    srv.__exit__(None, None, None)
+
+
+@pytest.fixture
+def page(browser):
+    """A laptop-sized page that records console errors and uncaught exceptions."""
+    ctx = browser.new_context(viewport={"width": 1366, "height": 900})
+    pg = ctx.new_page()
+    pg.problems = []
+    pg.on("console", lambda m: m.type == "error" and pg.problems.append(
+        (m.text, (m.location or {}).get("url", ""))))
+    pg.on("pageerror", lambda e: pg.problems.append((f"uncaught: {e}", "")))
+    pg.set_default_timeout(20_000)
+    yield pg
+    ctx.close()
+
+
+def console_errors(pg, allow_rejected_upload: bool = False) -> list:
+    return [(text, url) for text, url in pg.problems
+            if not (allow_rejected_upload and url.endswith("/api/runs") and REJECTED_UPLOAD.match(text))]
+
+
+def open_page(pg, url: str) -> None:
+    """Open a page and wait until its scripts are done: the runs table filled, or every
+    chart drawn."""
+    pg.goto(url)
+    if pg.locator("#runs").count():
+        pg.wait_for_selector("#runs[data-loaded]")
+    if pg.locator("#charts-json").count() or pg.locator(".chart").count():
+        wait_charts(pg)
+
+
+def wait_charts(pg) -> None:
+    pg.wait_for_selector("body[data-charts-ready]")
+
+
+def screenshot(pg, name: str) -> Path:
+    ARTIFACTS.mkdir(exist_ok=True)
+    path = ARTIFACTS / name
+    pg.screenshot(path=str(path), full_page=True)
+    return path
+
+
+def ingest(db: Path, *dirs: Path, name: str | None = None) -> list[str]:
+    from ingest.load import ingest_paths, open_db
+
+    con = open_db(db)
+    try:
+        return [ingest_paths(con, [d], name=name or d.name).run_id for d in dirs]
+    finally:
+        con.close()
+
+
+def rest(srv, name: str, **params) -> dict:
+    body = httpx.get(f"{srv.url}/api/queries/{name}", params=params, timeout=30).json()
+    assert body["ok"], body
+    return body
+
+
+def expected_charts(srv, run_id: str) -> dict[str, str]:
+    """query name -> section, for every dashboard query whose REST rows for this run carry
+    a value in a charted column: these, and only these, must be drawn."""
+    catalog = httpx.get(f"{srv.url}/api/queries").json()["queries"]
+    out = {}
+    for q in catalog:
+        params = {p["name"] for p in q["params"]}
+        required = {p["name"] for p in q["params"] if p["required"]}
+        if not q["chart"] or q["section"] not in SECTIONS or "run_id" not in params \
+                or required != {"run_id"} or any(p.endswith("_run") for p in params):
+            continue
+        body = rest(srv, q["name"], run_id=run_id)
+        charted = [c for c in [*q["chart"].get("y", []), q["chart"].get("z")] if c in body["columns"]] \
+            or body["columns"]
+        idx = [body["columns"].index(c) for c in charted]
+        if any(r[i] is not None for r in body["rows"] for i in idx):
+            out[q["name"]] = q["section"]
+    return out
+
+
+def drawn_traces(pg, name: str, prefix: str = "chart-") -> list[dict]:
+    """Trace summaries of one chart: type and how many points it carries."""
+    return pg.evaluate("""id => {
+        const el = document.getElementById(id);
+        if (!el) return null;
+        if (!el.classList.contains('js-plotly-plot')) return el.querySelector('table') ?
+            [{type: 'table', n: el.querySelectorAll('tbody tr').length}] : [];
+        return el.data.map(t => ({type: t.type, name: t.name || '',
+            n: t.type === 'heatmap' ? t.z.flat().filter(v => v !== null).length
+                                    : (t.y || []).filter(v => v !== null).length}));
+    }""", prefix + name)
+
+
+def packed_sample_count(folder: Path) -> int:
+    """Responses in a packed-lengths directory, counted with plain JSON: one per output[j]."""
+    n = 0
+    for f in folder.glob("packed_lengths_step_*.jsonl"):
+        n += sum(len(json.loads(line)["output"]) for line in f.read_text().splitlines() if line.strip())
+    return n
+
+
+def test_upload_run_then_overview_draws_every_chart(page, make_server, shared_data):
+    srv = make_server()
+    open_page(page, srv.url + "/")
+    assert page.locator("#no-runs").is_visible()
+    for folder, name, expected_rows in ((DAPO, "dapo", 1), (RLLM, "rllm", 2)):
+        files = sorted(str(p) for p in (shared_data / folder).iterdir())
+        page.fill("#run-name", name)
+        page.set_input_files("#file-input", files)
+        page.wait_for_selector(f"#runs tbody tr:nth-child({expected_rows})")
+        page.wait_for_selector("#upload-status:not(.error-line):has-text('Ingested')")
+        # The bar saw the upload through to its last byte before the ingest began.
+        assert page.get_attribute("#upload-progress", "data-uploaded") == "1"
+    runs = rest(srv, "runs")
+    by_name = {r[1]: dict(zip(runs["columns"], r)) for r in runs["rows"]}
+    dapo = by_name["dapo"]
+    assert dapo["samples"] == packed_sample_count(shared_data / DAPO)
+    shown = page.locator(f"#runs tr[data-run-id='{dapo['run_id']}'] td").all_inner_texts()
+    assert shown[1].startswith("dapo") and shown[4] == "6"
+    assert shown[5] == f"{dapo['samples']:,}"
+
+    page.click(f"#runs tr[data-run-id='{dapo['run_id']}'] a")
+    page.wait_for_url(f"**/runs/{dapo['run_id']}")
+    wait_charts(page)
+    expected = expected_charts(srv, dapo["run_id"])
+    assert {"length_stats", "length_histogram", "rollout_tail"} <= set(expected)
+    drawn = {el.get_attribute("data-query") for el in page.locator(".chart-card").all()}
+    assert drawn == set(expected)
+    for name in expected:
+        traces = drawn_traces(page, name)
+        assert traces and any(t["n"] > 0 for t in traces), (name, traces)
+    # A section shows when one of its queries has data for this run, and only then.
+    sections = page.locator("section.section").evaluate_all("els => els.map(e => e.dataset.section)")
+    assert sections == [s for s in SECTIONS if s in set(expected.values())]
+    assert "Multi-turn" not in sections  # packed lengths carry no turns
+    # Every chart: title, axis titles, caption and the REST link feeding it.
+    for card in page.locator(".chart-card").all():
+        name = card.get_attribute("data-query")
+        assert card.locator(".caption").inner_text().strip()
+        href = card.locator("a.rest").get_attribute("href")
+        assert href == f"/api/queries/{name}?run_id={dapo['run_id']}"
+        if card.get_attribute("data-kind") != "table":
+            for title in (".gtitle", ".g-xtitle", ".g-ytitle"):
+                assert card.locator(title).first.text_content().strip(), (name, title)
+            titles = card.locator(".modebar-btn").evaluate_all("bs => bs.map(b => b.dataset.title)")
+            assert "Download plot as a PNG" in titles and "Zoom" in titles
+            assert not any("Share" in t for t in titles)  # nothing leaves the machine
+    screenshot(page, "run-overview.png")
+    assert console_errors(page) == []
+
+
+def test_headline_numbers_equal_rest(page, three_runs):
+    srv, ids = three_runs
+    run_id = ids["dapo"]
+    summary = rest(srv, "run_summary", run_id=run_id)
+    row = dict(zip(summary["columns"], summary["rows"][0]))
+    open_page(page, f"{srv.url}/runs/{run_id}")
+    nums = page.locator(".findings .num").all()
+    assert len(nums) >= 4
+    cols = set()
+    for num in nums:
+        col, raw, text = num.get_attribute("data-col"), num.get_attribute("data-value"), num.inner_text()
+        cols.add(col)
+        value = row[col]
+        assert float(raw) == pytest.approx(value, rel=1e-12), col
+        shown = float(re.sub(r"[^0-9.\-]", "", text))
+        if text.endswith("%"):
+            assert shown == pytest.approx(value * 100, abs=0.051 if "." in text else 0.51), (col, text)
+        elif text.endswith("×"):
+            assert shown == pytest.approx(value, abs=0.0051 if value < 10 else 0.051), (col, text)
+        else:
+            assert shown == value, (col, text)
+    # The DAPO run has a filter file and per-rank lengths: both headlines must be there.
+    assert {"rollout_idle_frac_mean", "wasted_token_frac", "tail_ratio_worst"} <= cols
+    assert console_errors(page) == []
+
+
+def test_step_range_links_charts(page, three_runs):
+    srv, ids = three_runs
+    run_id = ids["dapo"]
+    open_page(page, f"{srv.url}/runs/{run_id}")
+    assert page.input_value("#step-from") == "0" and page.input_value("#step-to") == "5"
+    linked = page.evaluate("PolyCharts.entries.filter(e => e.info.linked).map(e => e.el.id)")
+    assert {"chart-length_stats", "chart-rollout_tail"} <= set(linked)
+    page.fill("#step-from", "2")
+    page.fill("#step-to", "3")
+    page.click("#range-apply")
+    page.wait_for_selector("#chart-length_histogram[data-range='2-3']")
+    for el_id in linked:
+        page.wait_for_selector(f"#{el_id}[data-range='2-3']")
+        assert page.evaluate(f"document.getElementById('{el_id}').layout.xaxis.range") == [1.5, 3.5]
+    # The histogram is re-queried for steps 2..3: its counts are REST's for that range.
+    hist = rest(srv, "length_histogram", run_id=run_id, step_from=2, step_to=3)
+    want = [r[hist["columns"].index("responses")] for r in hist["rows"]]
+    got = page.evaluate("document.getElementById('chart-length_histogram').data[0].y")
+    assert got == want and sum(got) == 2 * 768  # 96 prompts x 8 samples per step
+    # Zooming one chart moves the others and the inputs.
+    page.evaluate("Plotly.relayout(document.getElementById('chart-length_stats'), {'xaxis.range': [0.6, 4.2]})")
+    page.wait_for_selector("#chart-rollout_tail[data-range='1-4']")
+    assert page.input_value("#step-from") == "1" and page.input_value("#step-to") == "4"
+    page.click("#range-reset")
+    page.wait_for_selector("#chart-rollout_tail[data-range='all']")
+    assert sum(page.evaluate("document.getElementById('chart-length_histogram').data[0].y")) == 6 * 768
+    assert console_errors(page) == []
+
+
+def test_broken_file_drop_shows_one_line_error(page, make_server):
+    srv = make_server()
+    open_page(page, srv.url + "/")
+    broken = '{"step": 0, "input": 3, "output": [1, 2'
+    page.evaluate("""text => {
+        const dt = new DataTransfer();
+        dt.items.add(new File([text], 'packed_lengths_step_0.jsonl'));
+        document.getElementById('dropzone').dispatchEvent(
+            new DragEvent('drop', {dataTransfer: dt, bubbles: true, cancelable: true}));
+    }""", broken)
+    status = page.wait_for_selector("#upload-status.error-line")
+    text = status.inner_text()
+    # The same bytes through the REST API give the same one-line reason.
+    res = httpx.post(f"{srv.url}/api/runs",
+                     files={"file": ("packed_lengths_step_0.jsonl", broken.encode())})
+    assert 400 <= res.status_code < 500 and res.json()["error"] == text
+    assert "\n" not in text and text.startswith("packed_lengths_step_0.jsonl")
+    assert page.locator("#runs tbody tr").count() == 0
+    assert rest(srv, "runs")["rows"] == []
+    assert console_errors(page, allow_rejected_upload=True) == []
+
+
+def test_compare_page(page, three_runs):
+    srv, ids = three_runs
+    a, b = ids["dapo"], ids["dapo_again"]
+    open_page(page, f"{srv.url}/compare")
+    assert page.locator("#pick-a option").count() == 4  # the placeholder and three runs
+    page.select_option("#pick-a", a)
+    page.select_option("#pick-b", b)
+    page.click("form.pickers button")
+    page.wait_for_url(f"**/compare?a={a}&b={b}")
+    wait_charts(page)
+    # Line charts overlay both runs; everything else sits side by side.
+    overlays = page.locator("[id^='chart-ab-']").evaluate_all("els => els.map(e => e.id)")
+    assert overlays, "no overlaid chart"
+    for el_id in overlays:
+        names = page.evaluate(f"document.getElementById('{el_id}').data.map(t => t.name)")
+        assert any(n.startswith("A · ") for n in names) and any(n.startswith("B · ") for n in names)
+    for name in ("length_stats", "rollout_tail"):
+        for side in ("a", "b"):
+            traces = drawn_traces(page, f"{side}-{name}")
+            assert traces and any(t["n"] > 0 for t in traces), (side, name)
+    # Side-by-side charts share one y scale.
+    ya = page.evaluate("document.getElementById('chart-a-length_stats').layout.yaxis.range")
+    yb = page.evaluate("document.getElementById('chart-b-length_stats').layout.yaxis.range")
+    assert ya == yb
+    summary = rest(srv, "run_summary", run_id=b)
+    samples = summary["rows"][0][summary["columns"].index("samples")]
+    assert page.locator("#compare-summary tr[data-col='samples'] td").nth(2).inner_text() == f"{samples:,}"
+    screenshot(page, "compare.png")
+    assert console_errors(page) == []
+
+
+def test_query_catalog_pages(page, three_runs):
+    srv, ids = three_runs
+    run_id = ids["dapo"]
+    catalog = httpx.get(f"{srv.url}/api/queries").json()["queries"]
+    open_page(page, f"{srv.url}/queries")
+    listed = page.locator("tr[data-query]").evaluate_all("els => els.map(e => e.dataset.query)")
+    assert sorted(listed) == sorted(q["name"] for q in catalog)
+    page.click("tr[data-query='length_stats'] a")
+    page.select_option("select[name='run_id']", run_id)
+    page.click("form.param-form button")
+    page.wait_for_url(f"**/queries/length_stats?run_id={run_id}")
+    wait_charts(page)
+    body = rest(srv, "length_stats", run_id=run_id)
+    assert page.locator("#result-rows tbody tr").count() == len(body["rows"]) == 6
+    assert drawn_traces(page, "length_stats")[0]["n"] == 6
+    links = {a.inner_text(): a.get_attribute("href") for a in page.locator("p.source a").all()}
+    assert links["CSV"] == f"/api/queries/length_stats?run_id={run_id}&format=csv"
+    assert httpx.get(srv.url + links["JSON"]).json()["rows"] == body["rows"]
+    assert httpx.get(srv.url + links["Parquet"]).content[:4] == b"PAR1"
+    assert console_errors(page) == []
+
+
+def test_long_run_is_downsampled_and_zoom_refetches(page, make_server, tmp_path):
+    # 10,000 steps of a hand-made run: 2 DP ranks, one prompt each with two responses.
+    # In step s rank 0 answers (s % 7) and 10, rank 1 answers 20 and 30, so each step's
+    # response_max is 30 and the run page must still draw every series in <= 600 points.
+    steps = 10_000
+    folder = tmp_path / "long"
+    folder.mkdir()
+    lines = []
+    for s in range(steps):
+        lines.append(json.dumps({"step": s, "rank": 0, "dp_rank": 0, "tp_rank": 0, "input": 5,
+                                 "output": [s % 7, 10]}))
+        lines.append(json.dumps({"step": s, "rank": 1, "dp_rank": 1, "tp_rank": 0, "input": 5,
+                                 "output": [20, 30]}))
+    (folder / "packed_lengths_step_0.jsonl").write_text("\n".join(lines) + "\n")
+    db = tmp_path / "long.duckdb"
+    (run_id,) = ingest(db, folder)
+    srv = make_server(db=str(db))
+    t0 = time.perf_counter()
+    open_page(page, f"{srv.url}/runs/{run_id}")
+    wait_charts(page)
+    load_s = time.perf_counter() - t0
+    stats = page.evaluate("document.getElementById('chart-length_stats').data.map(t => t.x.length)")
+    assert stats and max(stats) <= 600
+    note = page.locator(".chart-card[data-query='length_stats'] .note").inner_text()
+    assert "10,000 steps shown as 589 points, each the mean of 17 steps" in note
+    # ceil(10000 / 600) = 17 steps a bucket -> ceil(10000 / 17) = 589 buckets.
+    maxes = page.evaluate("document.getElementById('chart-length_stats').data.find(t => t.name === 'response max').y")
+    assert set(maxes) == {30}
+    page.fill("#step-from", "100")
+    page.fill("#step-to", "199")
+    page.click("#range-apply")
+    page.wait_for_selector("#chart-length_stats[data-range='100-199']")
+    xs = page.evaluate("document.getElementById('chart-length_stats').data[0].x")
+    assert xs == list(range(100, 200))  # full resolution inside the window
+    assert page.locator(".chart-card[data-query='length_stats'] .note").inner_text() == ""
+    assert console_errors(page) == []
+    print(f"10,000-step run page ready in {load_s:.2f} s")
+
+
+def test_pages_have_no_console_errors(page, three_runs):
+    srv, ids = three_runs
+    a, b = ids["dapo"], ids["rllm"]
+    for path in ("/", f"/runs/{b}", "/compare", f"/compare?a={a}&b={b}", "/queries",
+                 "/queries/runs", f"/queries/rollout_tail?run_id={b}", "/queries/length_stats"):
+        open_page(page, srv.url + path)
+        assert console_errors(page) == [], path
+    open_page(page, srv.url + "/runs/nope")
+    assert "There is no run 'nope'" in page.inner_text("main")
+
+
+def test_demo_serves_a_synthetic_run(tmp_path):
+    port = free_port()
+    db = tmp_path / "demo.duckdb"
+    proc = subprocess.Popen([sys.executable, "-m", "polytrace", "demo", "--db", str(db),
+                             "--port", str(port), "--seed", "3"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.time() + 60
+        while True:
+            assert proc.poll() is None, proc.communicate()[1]
+            try:
+                if httpx.get(url + "/api/health", timeout=1).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert time.time() < deadline, "demo did not start within 60 s"
+            time.sleep(0.3)
+        runs = httpx.get(url + "/api/queries/runs").json()
+        by_name = {r[1]: dict(zip(runs["columns"], r)) for r in runs["rows"]}
+        math_run = next(r for n, r in by_name.items() if n.startswith("demo: DAPO math"))
+        assert math_run["samples"] > 0 and math_run["steps"] >= 10
+        assert httpx.get(f"{url}/runs/{math_run['run_id']}").status_code == 200
+    finally:
+        proc.terminate()
+        out, _ = proc.communicate(timeout=10)
+    assert f"{url}/runs/{math_run['run_id']}" in out
+
+
+def test_demo_refuses_a_real_database(tmp_path, shared_data):
+    db = tmp_path / "real.duckdb"
+    ingest(db, shared_data / RLLM)
+    before = db.stat().st_size
+    out = subprocess.run([sys.executable, "-m", "polytrace", "demo", "--db", str(db),
+                          "--port", str(free_port())], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2
+    assert out.stderr.strip().splitlines()[-1].startswith(f"error: {db} exists and holds runs")
+    assert db.stat().st_size == before

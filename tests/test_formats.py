@@ -1,0 +1,221 @@
+"""Golden tests per format: a tiny hand-made file in, canonical rows (derived by hand) out."""
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from ingest import registry
+from ingest.contract import IngestError
+from ingest.layout import run_facts
+from ingest.load import ingest_paths
+from tests.conftest import FIXTURES
+
+FORMATS = FIXTURES / "formats"
+
+
+def rows(con, sql: str, run_id: str) -> list[tuple]:
+    return con.execute(sql, [run_id]).fetchall()
+
+
+def run_row(con, run_id: str) -> tuple:
+    return con.execute("SELECT format, framework, task, max_response_len FROM runs WHERE run_id = ?",
+                       [run_id]).fetchone()
+
+
+@pytest.mark.parametrize("file, fmt", [
+    ("reward_timings_step_3.jsonl", "polytrace-reward-timings"),
+    ("dapo/dapo_filter_indices.jsonl", "polytrace-filter"),
+    ("dapo/packed_lengths_step_0.jsonl", "polytrace-packed"),
+    ("multiturn_workload_step_7.jsonl", "polytrace-multiturn"),
+    ("polytrace_2025_nested.json", "polytrace-2025"),
+    ("polytrace_2025_multiturn.json", "polytrace-2025"),
+    ("samples.csv", "samples-table"),
+])
+def test_detect_claims_each_fixture(file, fmt):
+    assert registry.detect(FORMATS / file).name == fmt
+
+
+def test_reward_timings_golden(con):
+    result = ingest_paths(con, [FORMATS / "reward_timings_step_3.jsonl"])
+    assert result.format == "polytrace-reward-timings"
+    # one row per line: reward_time_s -> seconds, response_sum -> tokens;
+    # the validate=true line goes to stage val_reward, not reward
+    assert rows(con, "SELECT step, rank, dp_rank, tp_rank, stage, seconds, batch_size, tokens "
+                     "FROM rank_stage WHERE run_id = ? ORDER BY stage, rank", result.run_id) == [
+        (3, 0, 0, 0, "reward", 12.5, 4, 4000),
+        (3, 4, 1, 0, "reward", 20.25, 4, 6400),
+        (3, 0, 0, 0, "val_reward", 1.0, 2, 50),
+    ]
+
+
+def test_filter_golden_sets_kept_and_used(con):
+    result = ingest_paths(con, [FORMATS / "dapo"])
+    assert result.format == "polytrace-filter+polytrace-packed"
+    # step 0: prompts 0,1,2 in file order; kept [0, 2], used [2]
+    # step 1: prompts 0,1; kept [1], used [1]. Every sample of a prompt shares its flags.
+    got = rows(con, "SELECT step, prompt_id, sample_id, response_len, kept, used FROM samples "
+                    "WHERE run_id = ? ORDER BY step, prompt_id, sample_id", result.run_id)
+    assert got == [
+        (0, 0, 0, 100, True, False), (0, 0, 1, 200, True, False),
+        (0, 1, 0, 110, False, False), (0, 1, 1, 210, False, False),
+        (0, 2, 0, 120, True, True), (0, 2, 1, 220, True, True),
+        (1, 0, 0, 300, False, False), (1, 0, 1, 400, False, False),
+        (1, 1, 0, 310, True, True), (1, 1, 1, 410, True, True),
+    ]
+
+
+def test_filter_alone_is_refused(con):
+    with pytest.raises(IngestError, match="no packed lengths in the same ingest"):
+        ingest_paths(con, [FORMATS / "dapo" / "dapo_filter_indices.jsonl"])
+
+
+def test_filter_with_other_prompt_count_is_refused(con, tmp_path):
+    # step 1's packed file holds 2 prompts; claim 3 and the positions no longer line up
+    shutil.copytree(FORMATS / "dapo", tmp_path / "dapo")
+    path = tmp_path / "dapo" / "dapo_filter_indices.jsonl"
+    path.write_text(path.read_text().replace('"prompt_count": 2,', '"prompt_count": 3,'))
+    with pytest.raises(IngestError, match="step 1 prompt_count 3 but its packed lengths hold 2"):
+        ingest_paths(con, [tmp_path / "dapo"])
+
+
+def test_filter_index_out_of_range_is_refused(con, tmp_path):
+    shutil.copytree(FORMATS / "dapo", tmp_path / "dapo")
+    path = tmp_path / "dapo" / "dapo_filter_indices.jsonl"
+    path.write_text(path.read_text().replace('"kept_prompt_indices": [0, 2]', '"kept_prompt_indices": [0, 3]'))
+    with pytest.raises(IngestError, match=r"kept index 3 of step 0 is outside 0\.\.2"):
+        ingest_paths(con, [tmp_path / "dapo"])
+
+
+def test_multiturn_golden(con):
+    result = ingest_paths(con, [FORMATS / "multiturn_workload_step_7.jsonl"])
+    assert result.rows == {"samples": 3, "tool_calls": 3, "turns": 5}
+    # samples: prompt_group_id/sample_id as keys, final_response_len as response_len;
+    # (0,1) is truncated (finish_reason length, and 100 >= max_response_len 100); no ranks
+    assert rows(con, "SELECT step, prompt_id, sample_id, rank, dp_rank, prompt_len, response_len, "
+                     "truncated, validate, turn_count, tool_call_count, finish_reason FROM samples "
+                     "WHERE run_id = ? ORDER BY prompt_id, sample_id", result.run_id) == [
+        (7, 0, 0, None, None, 50, 60, False, False, 2, 1, "stop"),
+        (7, 0, 1, None, None, 50, 100, True, False, 1, 0, "length"),
+        (7, 1, 0, None, None, 40, 60, False, True, 2, 2, "stop"),
+    ]
+    assert rows(con, "SELECT prompt_id, sample_id, turn, prompt_tokens, cached_tokens, "
+                     "completion_tokens, engine_latency_s, finish_reason, tool_call_count FROM turns "
+                     "WHERE run_id = ? ORDER BY prompt_id, sample_id, turn", result.run_id) == [
+        (0, 0, 0, 50, 0, 10, 0.5, "tool_calls", 1),
+        (0, 0, 1, 90, 59, 20, 1.5, "stop", 0),
+        (0, 1, 0, 50, 49, 100, 3.0, "length", 0),
+        (1, 0, 0, 40, 0, 5, 0.25, "tool_calls", 2),
+        (1, 0, 1, 85, 44, 15, 0.75, "stop", 0),
+    ]
+    assert rows(con, "SELECT prompt_id, sample_id, turn, tool_name, latency_s, status, "
+                     "response_tokens, query_count FROM tool_calls WHERE run_id = ? "
+                     "ORDER BY prompt_id, latency_s", result.run_id) == [
+        (0, 0, 0, "search", 0.25, "success", 30, 1),
+        (1, 0, 0, "search", 0.5, "success", 20, 1),
+        (1, 0, 0, "search", 2.0, "timeout", 20, 2),
+    ]
+    assert run_row(con, result.run_id) == ("polytrace-multiturn", None, "multi-turn", 100)
+
+
+def test_2025_nested_outputs_golden(con):
+    result = ingest_paths(con, [FORMATS / "polytrace_2025_nested.json"])
+    # output[i][j] is sample j of prompt i, paired with input[i]
+    assert rows(con, "SELECT step, prompt_id, sample_id, prompt_len, response_len FROM samples "
+                     "WHERE run_id = ? ORDER BY ALL", result.run_id) == [
+        (0, 0, 0, 10, 1), (0, 0, 1, 10, 2), (0, 0, 2, 10, 3),
+        (0, 1, 0, 20, 4), (0, 1, 1, 20, 5), (0, 1, 2, 20, 6),
+        (1, 0, 0, 30, 7), (1, 0, 1, 30, 8), (1, 0, 2, 30, 9),
+    ]
+    assert result.warnings == []
+
+
+def test_2025_flat_outputs_golden(con):
+    result = ingest_paths(con, [FORMATS / "polytrace_2025_flat.json"])
+    # step 2: 4 outputs over 2 inputs -> k = 2 per prompt: [1, 2] for 10, [3, 4] for 20.
+    # step 3: 2 outputs over 3 inputs does not divide -> one prompt per output, paired
+    # with input[0] and input[1]; input[2] = 50 has no output (a warning).
+    assert rows(con, "SELECT step, prompt_id, sample_id, prompt_len, response_len FROM samples "
+                     "WHERE run_id = ? ORDER BY ALL", result.run_id) == [
+        (2, 0, 0, 10, 1), (2, 0, 1, 10, 2), (2, 1, 0, 20, 3), (2, 1, 1, 20, 4),
+        (3, 0, 0, 30, 5), (3, 1, 0, 40, 6),
+    ]
+    assert result.warnings == ["step 3: 3 inputs for 2 output groups"]
+
+
+def test_2025_multiturn_golden(con):
+    result = ingest_paths(con, [FORMATS / "polytrace_2025_multiturn.json"])
+    # turn k's input[i]/output[i] is turn k of rollout i. Rollout 0 has 3 turns
+    # (outputs 3 + 5 + 7 = 15), rollout 1 two turns (4 + 6 = 10); prompt_len is turn 0's input.
+    assert rows(con, "SELECT step, prompt_id, sample_id, prompt_len, response_len, turn_count "
+                     "FROM samples WHERE run_id = ? ORDER BY ALL", result.run_id) == [
+        (5, 0, 0, 10, 15, 3), (5, 1, 0, 20, 10, 2),
+    ]
+    assert rows(con, "SELECT prompt_id, turn, prompt_tokens, completion_tokens FROM turns "
+                     "WHERE run_id = ? ORDER BY ALL", result.run_id) == [
+        (0, 0, 10, 3), (0, 1, 15, 5), (0, 2, 22, 7), (1, 0, 20, 4), (1, 1, 26, 6),
+    ]
+    assert run_row(con, result.run_id)[2] == "multi-turn"
+
+
+def test_2025_mixed_output_shapes_are_refused(con, tmp_path):
+    path = tmp_path / "old.json"
+    path.write_text('{"0": {"input": [1, 2], "output": [[1], 2]}}')
+    with pytest.raises(IngestError, match="step 0: output mixes lists and numbers"):
+        ingest_paths(con, [path])
+
+
+CSV_EXPECTED = [
+    # step, prompt_id, sample_id, dp_rank, prompt_len, response_len, finish_reason, truncated
+    (0, 0, 0, 0, 10, 100, "stop", False),
+    (0, 0, 1, 1, 10, 2048, "length", True),
+    (1, 0, 0, 0, None, 7, "stop", None),
+]
+CSV_SQL = ("SELECT step, prompt_id, sample_id, dp_rank, prompt_len, response_len, finish_reason, "
+           "truncated FROM samples WHERE run_id = ? ORDER BY step, sample_id")
+
+
+def test_samples_csv_golden(con):
+    result = ingest_paths(con, [FORMATS / "samples.csv"])
+    assert result.format == "samples-table"
+    assert rows(con, CSV_SQL, result.run_id) == CSV_EXPECTED
+
+
+def test_samples_parquet_golden(con, tmp_path):
+    cols = list(zip(*CSV_EXPECTED))
+    names = ["step", "prompt_id", "sample_id", "dp_rank", "prompt_len", "response_len",
+             "finish_reason", "truncated"]
+    path = tmp_path / "samples.parquet"
+    pq.write_table(pa.table({n: list(c) for n, c in zip(names, cols)}), path)
+    result = ingest_paths(con, [path])
+    assert result.format == "samples-table"
+    assert rows(con, CSV_SQL, result.run_id) == CSV_EXPECTED
+
+
+@pytest.mark.parametrize("text, reason", [
+    ("step,response_len,colour\n0,1,red\n", "unknown column(s) colour"),
+    ("step,response_len\n0,-1\n", "column response_len has a negative length"),
+    ("step,response_len\n0,\n", "column response_len has empty values"),
+    ("step,response_len\n0,abc\n", "invalid value 'abc'"),
+])
+def test_samples_csv_defects(con, tmp_path, text, reason):
+    path = tmp_path / "bad.csv"
+    path.write_text(text)
+    with pytest.raises(IngestError, match=reason.replace("(", r"\(").replace(")", r"\)")):
+        ingest_paths(con, [path])
+
+
+@pytest.mark.parametrize("path, facts", [
+    ("/x/verl/profile/packed_length_log/20260614_023133/packed_lengths_step_0.jsonl", {"framework": "verl"}),
+    ("/x/verl-video/profile/packed_length_log/1/packed_lengths_step_0.jsonl", {"framework": "verl"}),
+    ("/x/rllm/profile/packed_length_log/1/reward_timings_step_0.jsonl", {"framework": "rllm"}),
+    ("/x/search_r1/profile/multiturn_workload_log/0617/multiturn_workload_step_0.jsonl", {}),
+    ("/x/verl/packed_lengths_step_0.jsonl", {}),
+    ("/x/verl/profile/other/packed_lengths_step_0.jsonl", {}),
+])
+def test_run_facts_from_the_polytrace_layout(path, facts):
+    # <repo>/profile/<kind>_log/<stamp>/<file>: the repo names the framework when it is a known one
+    assert run_facts(Path(path)) == facts

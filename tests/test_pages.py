@@ -1,0 +1,117 @@
+"""Dashboard logic without a browser: server-side downsampling, headline sentences, page routes."""
+from __future__ import annotations
+
+import httpx
+
+from server.headlines import findings, fmt
+from server.routers.pages import compare_queries, downsample, run_chart_queries
+
+PACKED = (
+    '{"step": 0, "rank": 0, "dp_rank": 0, "tp_rank": 0, "input": 10, "output": [1, 3], "validate": false}\n'
+    '{"step": 0, "rank": 4, "dp_rank": 1, "tp_rank": 0, "input": 20, "output": [5, 7], "validate": false}\n'
+    '{"step": 1, "rank": 0, "dp_rank": 0, "tp_rank": 0, "input": 10, "output": [2, 2], "validate": false}\n'
+    '{"step": 1, "rank": 4, "dp_rank": 1, "tp_rank": 0, "input": 20, "output": [4, 8], "validate": false}\n'
+)
+
+
+def test_downsample_buckets_steps_per_series():
+    # Steps 0..9 on two ranks, v = 10 * step + rank. max_points=4 -> width ceil(10/4) = 3:
+    # buckets start at steps 0, 3, 6, 9. Rank 0's first bucket averages v 0, 10, 20 -> 10;
+    # rank 1's last bucket holds only step 9 -> 91.
+    columns = ["step", "dp_rank", "v", "label"]
+    rows = [[s, r, 10 * s + r, f"s{s}"] for s in range(10) for r in (0, 1)]
+    out, note = downsample(columns, rows, {"kind": "line", "x": "step", "y": ["v"], "color": "dp_rank"}, 4)
+    assert note == {"steps": 10, "points": 4, "width": 3}
+    got = {(r[0], r[1]): r[2] for r in out}
+    assert got == {(0, 0): 10.0, (0, 1): 11.0, (3, 0): 40.0, (3, 1): 41.0,
+                   (6, 0): 70.0, (6, 1): 71.0, (9, 0): 90.0, (9, 1): 91.0}
+    assert {r[3] for r in out if r[0] == 3} == {"s3"}  # text keeps the bucket's first value
+
+
+def test_downsample_leaves_short_runs_and_non_step_charts_alone():
+    rows = [[s, float(s)] for s in range(50)]
+    assert downsample(["step", "v"], rows, {"kind": "line", "x": "step", "y": ["v"]}, 600) == (rows, None)
+    hist = [[s, 1] for s in range(1000)]
+    assert downsample(["bin", "n"], hist, {"kind": "hist", "x": "bin", "y": ["n"]}, 10) == (hist, None)
+    # Floats on x (a timeline's microseconds) are not steps: never bucketed here.
+    us = [[s + 0.5, 1] for s in range(1000)]
+    assert downsample(["t", "d"], us, {"kind": "line", "x": "t", "y": ["d"]}, 10)[1] is None
+
+
+def test_downsample_heatmap_keeps_each_lane():
+    # 700 steps x 2 lanes; heatmaps get at most 300 columns -> width ceil(700/300) = 3,
+    # ceil(700/3) = 234 columns, each lane kept apart.
+    rows = [[s, lane, lane] for s in range(700) for lane in (0, 1)]
+    out, note = downsample(["step", "rank", "z"], rows,
+                           {"kind": "heatmap", "x": "step", "y": ["rank"], "z": "z"}, 600)
+    assert note == {"steps": 700, "points": 234, "width": 3}
+    assert len(out) == 2 * 234 and {r[2] for r in out if r[1] == 1} == {1.0}
+
+
+def test_number_formats():
+    assert fmt("rollout_idle_frac_mean", 0.4123) == "41%"
+    assert fmt("cap_ratio", 0.038) == "3.8%"
+    assert fmt("tail_ratio_worst", 12.04) == "12.0×"
+    assert fmt("dp_imbalance_max", 1.3) == "1.30×"
+    assert fmt("worst_idle_step", 12) == "12"
+    assert fmt("samples", 30720) == "30,720"
+    assert fmt("gen_s", 3.25) == "3.2 s"
+    assert fmt("anything", None) == "n/a"
+
+
+def test_findings_follow_column_templates():
+    docs = {"idle_frac": "Idle share. Sentence: Engines sat idle {idle_frac} (worst step {worst}).",
+            "worst": "Worst step.", "hit": "Cache. Sentence: The cache served {hit}.", "n": "Rows."}
+    row = {"idle_frac": 0.25, "worst": 7, "hit": None, "n": 3}
+    (sentence,) = findings(row, docs)
+    assert "".join(p.get("text") or p["shown"] for p in sentence) == \
+        "Engines sat idle 25% (worst step 7)."
+    # A missing number inside parentheses drops only the aside.
+    (sentence,) = findings({**row, "worst": None}, docs)
+    assert "".join(p.get("text") or p["shown"] for p in sentence) == "Engines sat idle 25%."
+    # Without any template each known column reads as '<description>: <value>.'
+    plain = findings({"n": 3, "run_id": "x"}, {"n": "Rows in the run."})
+    assert plain == [[{"text": "Rows in the run: "}, {"col": "n", "value": 3, "shown": "3"},
+                      {"text": "."}]]
+
+
+def test_pages_pick_queries_from_the_catalog_alone():
+    names = {q.name for q in run_chart_queries()}
+    assert {"length_stats", "length_histogram"} <= names
+    # Needs a key with no default, or two runs: not drawn on the run page.
+    assert "metric" not in names and "fidelity" not in names and "runs" not in names
+    assert all(q.chart and q.section not in ("Runs",) for q in run_chart_queries())
+    two = {q.name for q in compare_queries()}
+    assert "fidelity" in two and not two & names
+
+
+def test_page_routes(tmp_path, make_server):
+    from ingest.load import ingest_paths, open_db
+
+    src = tmp_path / "packed_lengths_step_0.jsonl"
+    src.write_text(PACKED)
+    db = tmp_path / "p.duckdb"
+    con = open_db(db)
+    run_id = ingest_paths(con, [src], name="tiny").run_id
+    con.close()
+    srv = make_server(db=str(db))
+    page = httpx.get(f"{srv.url}/runs/{run_id}")
+    assert page.status_code == 200 and 'data-query="length_stats"' in page.text
+    assert 'data-section="Multi-turn"' not in page.text  # no turns: section hidden
+    missing = httpx.get(f"{srv.url}/runs/nope")
+    assert missing.status_code == 404 and "There is no run &#39;nope&#39;" in missing.text
+    assert httpx.get(f"{srv.url}/queries/nope").status_code == 404
+    # The page's data route returns the REST rows, cut to the x window asked for.
+    full = httpx.get(f"{srv.url}/api/queries/length_stats", params={"run_id": run_id}).json()
+    window = httpx.get(f"{srv.url}/ui/chart/length_stats",
+                       params={"run_id": run_id, "x_from": 1, "x_to": 1}).json()
+    assert window["rows"] == [r for r in full["rows"] if r[0] == 1]
+    assert window["x_bounds"] == [0, 1] and window["downsampled"] is None
+    # Step 1: lengths 2, 2, 4, 8 -> p50 3, max 8.
+    stats = dict(zip(window["columns"], window["rows"][0]))
+    assert stats["response_p50"] == 3.0 and stats["response_max"] == 8
+    bad = httpx.get(f"{srv.url}/ui/chart/nope", params={"run_id": run_id})
+    assert bad.status_code == 404 and bad.json() == {"ok": False, "error": "unknown query 'nope'",
+                                                     "status": 404}
+    assert httpx.get(f"{srv.url}/static/plotly.min.js").headers["content-type"].startswith(
+        "application/javascript")

@@ -1,0 +1,87 @@
+"""Simulation results for the catalog (the whatif table) and their comparison with measured engine times."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pyarrow as pa
+
+from workload import WorkloadError
+from workload.costmodel import H200_REPLAY_GRID, CostModel
+
+DEFAULT_POLICIES = ("as-recorded", "round-robin", "length-balanced", "predicted-balanced",
+                    "partial-rollout:0.9")
+WHATIF_COLUMNS = ("step", "policy", "engine", "n", "tokens", "max_len", "predicted_s", "idle_frac",
+                  "speedup")
+
+
+def store(con, run_id: str, rows: list[dict], calibration: str) -> int:
+    """Replace the run's stored results for the simulated policies, in one transaction."""
+    policies = sorted({r["policy"] for r in rows})
+    data = pa.table({c: [r.get(c) for r in rows] for c in WHATIF_COLUMNS})
+    con.execute("BEGIN TRANSACTION")
+    try:
+        con.execute("DELETE FROM whatif WHERE run_id = ? AND list_contains(?, policy)", [run_id, policies])
+        con.register("_whatif", data)
+        con.execute("INSERT INTO whatif BY NAME SELECT ? AS run_id, *, ? AS calibration FROM _whatif",
+                    [run_id, calibration])
+        con.unregister("_whatif")
+        con.execute("COMMIT")
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+    return len(rows)
+
+
+def simulate_and_store(con, run_id: str, model: CostModel = H200_REPLAY_GRID,
+                       policies: tuple[str, ...] = DEFAULT_POLICIES) -> int:
+    """Simulate a run under the default policies and store the results, e.g. right after a demo ingest."""
+    from workload.simulate import load_steps, simulate
+
+    return store(con, run_id, simulate(load_steps(con, run_id), model, list(policies)), model.source)
+
+
+def read_measured(path: Path) -> dict[tuple[int, int], float]:
+    """(step, dp_rank) -> measured total_s from an engines.jsonl."""
+    measured = {}
+    try:
+        for line in Path(path).read_text().splitlines():
+            if line.strip():
+                row = json.loads(line)
+                measured[(int(row["step"]), int(row["dp_rank"]))] = float(row["total_s"])
+    except (OSError, UnicodeError, ValueError, KeyError, TypeError) as e:
+        raise WorkloadError(f"{path}: not an engines.jsonl with step, dp_rank, total_s ({e})") from None
+    if not measured:
+        raise WorkloadError(f"{path}: no measured engines")
+    return measured
+
+
+def compare(rows: list[dict], measured: dict[tuple[int, int], float]) -> tuple[list[dict], float]:
+    """Per measured engine and per step: predicted vs measured; and accuracy = 100 - mean |error %|.
+
+    Only as-recorded rows are compared: that is the layout the measurement ran.
+    """
+    predicted = {(r["step"], r["engine"]): r["predicted_s"] for r in rows
+                 if r["policy"] == "as-recorded" and r["engine"] is not None}
+    out, errors = [], []
+    for step in sorted({s for s, _ in measured}):
+        engines = sorted(e for s, e in measured if s == step)
+        if any((step, e) not in predicted for e in engines):
+            raise WorkloadError(f"step {step}: the run has no as-recorded prediction for every measured engine")
+        for e in engines:
+            err = (predicted[(step, e)] - measured[(step, e)]) / measured[(step, e)] * 100
+            errors.append(abs(err))
+            out.append({"step": step, "engine": e, "measured_s": measured[(step, e)],
+                        "predicted_s": predicted[(step, e)], "error_pct": err})
+        m_idle = _idle([measured[(step, e)] for e in engines])
+        p_idle = _idle([predicted[(step, e)] for e in engines])
+        m_step = max(measured[(step, e)] for e in engines)
+        p_step = max(predicted[(step, e)] for e in engines)
+        out.append({"step": step, "engine": None, "measured_s": m_step, "predicted_s": p_step,
+                    "error_pct": (p_step - m_step) / m_step * 100, "measured_idle_frac": m_idle,
+                    "predicted_idle_frac": p_idle, "idle_error_pp": (p_idle - m_idle) * 100})
+    return out, 100 - sum(errors) / len(errors)
+
+
+def _idle(times: list[float]) -> float:
+    return 1 - sum(times) / (len(times) * max(times))
