@@ -11,6 +11,9 @@ import duckdb
 # or time them against the raw tables.
 FILLS: dict[str, str] = {
     "step_lengths": """
+        -- the three quantiles come out of one sort, as a list
+        SELECT * EXCLUDE (q), q[1] AS response_p50, q[2] AS response_p90, q[3] AS response_p99
+        FROM (
         SELECT
             s.run_id,
             s.step,
@@ -33,7 +36,7 @@ FILLS: dict[str, str] = {
         FROM samples s
         JOIN runs r ON r.run_id = s.run_id
         WHERE s.run_id = $run_id
-        GROUP BY s.run_id, s.step""",
+        GROUP BY s.run_id, s.step)""",
     "step_rank_lengths": """
         WITH ranks AS (
             SELECT
@@ -105,25 +108,37 @@ FILLS: dict[str, str] = {
         LEFT JOIN tools USING (step)""",
 }
 
-# step_lengths' quantiles come out of one sort as a list; the table stores them as columns
-_QUANTILE_COLUMNS = "q[1] AS response_p50, q[2] AS response_p90, q[3] AS response_p99"
-
 
 def aggregates_sql() -> str:
     return resources.files("ingest").joinpath("aggregates.sql").read_text()
-
-
-def _select(table: str) -> str:
-    if table == "step_lengths":
-        return f"SELECT * EXCLUDE (q), {_QUANTILE_COLUMNS} FROM ({FILLS[table]})"
-    return f"SELECT * FROM ({FILLS[table]})"
 
 
 def materialize(con: duckdb.DuckDBPyConnection, run_id: str) -> None:
     """(Re)compute every aggregate table for one run, inside the caller's transaction."""
     for table in FILLS:
         con.execute(f"DELETE FROM {table} WHERE run_id = $run_id", {"run_id": run_id})
-        con.execute(f"INSERT INTO {table} BY NAME {_select(table)}", {"run_id": run_id})
+        con.execute(f"INSERT INTO {table} BY NAME {FILLS[table]}", {"run_id": run_id})
+
+
+def backfill(con: duckdb.DuckDBPyConnection) -> list[str]:
+    """Materialize the runs that have samples or turns but no aggregates (ingested before
+    the aggregate tables existed); returns their ids."""
+    missing = [r[0] for r in con.execute("""
+        SELECT run_id FROM runs r
+        WHERE (EXISTS (SELECT 1 FROM samples s WHERE s.run_id = r.run_id)
+               AND NOT EXISTS (SELECT 1 FROM step_lengths l WHERE l.run_id = r.run_id))
+           OR (EXISTS (SELECT 1 FROM turns t WHERE t.run_id = r.run_id)
+               AND NOT EXISTS (SELECT 1 FROM step_turns a WHERE a.run_id = r.run_id))
+        ORDER BY run_id""").fetchall()]
+    for run_id in missing:
+        con.execute("BEGIN TRANSACTION")
+        try:
+            materialize(con, run_id)
+            con.execute("COMMIT")
+        except BaseException:
+            con.execute("ROLLBACK")
+            raise
+    return missing
 
 
 def on_the_fly(sql: str) -> str:
@@ -131,7 +146,7 @@ def on_the_fly(sql: str) -> str:
 
     Only for queries bound to one `$run_id`: the fills read that parameter.
     """
-    ctes = ",\n".join(f"{table} AS ({_select(table)})" for table in FILLS)
+    ctes = ",\n".join(f"{table} AS ({select})" for table, select in FILLS.items())
     own = re.match(r"\s*WITH\s", sql, re.IGNORECASE)
     if own:
         return f"WITH {ctes},\n{sql[own.end():]}"

@@ -48,16 +48,16 @@ CREATE TABLE IF NOT EXISTS step_length_bins (
 
 -- One row per step that has multi-turn turns: turn, tool and prefix-cache figures.
 CREATE TABLE IF NOT EXISTS step_turns (
-    run_id             VARCHAR, -- owning run
-    step               INTEGER, -- training step
-    rollouts           BIGINT,  -- distinct (prompt_id, sample_id) with turns
-    turns              BIGINT,  -- turn rows
-    turns_max          BIGINT,  -- most turns in one rollout
-    tool_calls         BIGINT,  -- tool_calls rows of the step
-    tool_latency_p50   DOUBLE,  -- quantile_cont(tool_calls.latency_s, 0.5) (s)
-    tool_latency_p99   DOUBLE,  -- quantile_cont(tool_calls.latency_s, 0.99) (s)
-    engine_latency_p50 DOUBLE,  -- quantile_cont(turns.engine_latency_s, 0.5) (s)
-    engine_latency_p99 DOUBLE,  -- quantile_cont(turns.engine_latency_s, 0.99) (s)
-    cache_prompt_tokens BIGINT, -- prompt_tokens summed over turns whose cached_tokens is known
-    cached_tokens      BIGINT   -- cached_tokens summed over turns
+    run_id              VARCHAR, -- owning run
+    step                INTEGER, -- training step
+    rollouts            BIGINT,  -- distinct (prompt_id, sample_id) with turns
+    turns               BIGINT,  -- turn rows
+    turns_max           BIGINT,  -- most turns in one rollout
+    tool_calls          BIGINT,  -- tool_calls rows of the step
+    tool_latency_p50    DOUBLE,  -- quantile_cont(tool_calls.latency_s, 0.5) (s)
+    tool_latency_p99    DOUBLE,  -- quantile_cont(tool_calls.latency_s, 0.99) (s)
+    engine_latency_p50  DOUBLE,  -- quantile_cont(turns.engine_latency_s, 0.5) (s)
+    engine_latency_p99  DOUBLE,  -- quantile_cont(turns.engine_latency_s, 0.99) (s)
+    cache_prompt_tokens BIGINT,  -- prompt_tokens summed over turns whose cached_tokens is known
+    cached_tokens       BIGINT   -- cached_tokens summed over turns
 );

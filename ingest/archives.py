@@ -4,6 +4,7 @@ from __future__ import annotations
 import gzip
 import tarfile
 import zipfile
+import zlib
 from pathlib import Path, PurePosixPath
 from typing import BinaryIO, Iterator
 
@@ -59,7 +60,7 @@ def _tar_members(path: Path, skipped: list[str]) -> Iterator[tuple[str, BinaryIO
                             skipped.append(name)
                         continue
                     yield name, _maybe_gunzip(name, tar.extractfile(m))
-        except tarfile.TarError as e:
+        except (tarfile.TarError, OSError, EOFError, zlib.error) as e:
             raise IngestError(f"{path.name}: not a readable tar archive ({e})") from None
 
 
@@ -75,5 +76,6 @@ def _zip_members(path: Path, skipped: list[str]) -> Iterator[tuple[str, BinaryIO
                     continue
                 with zf.open(info) as f:
                     yield name, _maybe_gunzip(name, f)
-    except (zipfile.BadZipFile, NotImplementedError, RuntimeError) as e:
+    except (zipfile.BadZipFile, NotImplementedError, RuntimeError, OSError, EOFError, zlib.error) as e:
+        # a corrupt directory can point a member at a negative offset (OSError) or into garbage
         raise IngestError(f"{path.name}: not a readable zip archive ({e})") from None

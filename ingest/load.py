@@ -16,7 +16,7 @@ import duckdb
 import pyarrow as pa
 
 from ingest import registry
-from ingest.aggregates import FILLS, aggregates_sql, materialize
+from ingest.aggregates import FILLS, aggregates_sql, backfill, materialize
 from ingest.contract import Format, IngestError, Parsed
 from ingest.layout import run_facts
 from ingest.sources import expand, read_head, sha256_file
@@ -56,6 +56,7 @@ def schema_sql() -> str:
 def ensure_schema(con: duckdb.DuckDBPyConnection) -> None:
     con.execute(schema_sql())
     con.execute(aggregates_sql())
+    backfill(con)
 
 
 def _now() -> datetime:
@@ -106,7 +107,8 @@ def _collect(paths: list[Path], forced: str | None) -> list[_File]:
     fmt = registry.get(forced) if forced else None
     wholes = {p: _directory_format(p, fmt) for p in paths}
     files = [_whole_directory(p, f) for p, f in wholes.items() if f]
-    listed = list(expand([p for p, f in wholes.items() if not f]))
+    # a file named twice (or also inside a named directory) is still one input
+    listed = list({p.resolve(): p for p in expand([p for p, f in wholes.items() if not f])}.values())
     named_dir = any(p.is_dir() for p in paths)
     for path, digest in zip(listed, _hashes(listed)):
         f = _File(path, digest, path.stat().st_size)

@@ -193,3 +193,15 @@ CREATE OR REPLACE VIEW gpu_events_named AS
 SELECT e.*, k.name
 FROM gpu_events e
 JOIN (SELECT DISTINCT run_id, name_id, name FROM kernel_names) k USING (run_id, name_id);
+
+-- HTA's temporal breakdown of each rank, per profiler step and over the whole trace, with
+-- and without the events HTA drops by default; computed at ingest (ingest/gpu_time.py).
+CREATE TABLE IF NOT EXISTS gpu_step_time (
+    run_id            VARCHAR, -- owning run
+    rank              INTEGER, -- global rank
+    step              INTEGER, -- profiler step; NULL on the rank's whole-trace row
+    include_last_step BOOLEAN, -- false: without hta_excluded events (HTA's default); true: every event
+    kernel_time_us    DOUBLE,  -- last GPU event end minus first GPU event start (us)
+    busy_us           DOUBLE,  -- union of GPU events over all streams (us)
+    compute_us        DOUBLE   -- union of compute kernels (us)
+);

@@ -19,7 +19,7 @@ def first_line_keys(head: bytes) -> set[str]:
     try:
         obj = json.loads(line)
         return set(obj) if isinstance(obj, dict) else set()
-    except ValueError:
+    except (ValueError, RecursionError):  # deep nesting is a bad file, not a crash
         return {m.decode() for m in _KEY.findall(line)}
 
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from ingest.contract import Parsed
+from ingest.contract import IngestError, Parsed
 
 OLD_TIMING = "timing/"
 TIMING = "timing_s/"
@@ -29,6 +29,8 @@ class StepMetrics:
         self.renamed = 0
 
     def add(self, step: int, metrics: dict[str, float], truncated: bool = False) -> None:
+        if not -(2**31) <= step < 2**31:
+            raise IngestError(f"step {step} is out of range")
         self.times_logged[step] = self.times_logged.get(step, 0) + 1
         values = self.steps.setdefault(step, {})
         for key, value in metrics.items():

@@ -59,17 +59,17 @@ class EventStream:
         return block
 
     def __iter__(self) -> Iterator[list]:
-        carry = self._open_array()
+        carry = bytearray(b"[") + self._open_array()  # always "[" + the undecoded rest
         while True:
             block = self._read()
             if not block:
-                yield self._finish(carry)
+                yield self._finish(bytes(carry[1:]))
                 return
             carry += block
             events, rest = self._cut(carry)
             if events is not None:
                 yield events
-                carry = rest
+                del carry[1:rest]
             elif len(carry) > MAX_CARRY_BYTES:
                 raise IngestError(f"{self.name}: malformed JSON in traceEvents near byte "
                                   f"{self.bytes_read - len(carry)}")
@@ -83,7 +83,7 @@ class EventStream:
             at = buf.find(_KEY)
             if at >= 0:
                 after = buf[at + len(_KEY):].lstrip()
-                if len(after) >= 2 or not block:
+                if len(after) >= 64 or not block:
                     break
             if not block:
                 raise IngestError(f"{self.name}: no traceEvents array (not a Chrome/Kineto trace)")
@@ -105,17 +105,26 @@ class EventStream:
             raise IngestError(f"{self.name}: traceEvents is not an array")
         return after[1:]
 
-    def _cut(self, carry: bytes) -> tuple[list | None, bytes]:
-        """Events up to the last event boundary that decodes, and the bytes after it."""
+    def _cut(self, carry: bytearray) -> tuple[list | None, int]:
+        """Events up to the last event boundary that decodes, and where the next event starts.
+
+        The byte after the boundary's "}" becomes "]" for the decode, so no copy is made.
+        """
         window = max(0, len(carry) - (64 << 10))
         matches = list(_BOUNDARY.finditer(carry, window)) or list(_BOUNDARY.finditer(carry))
         for m in reversed(matches[-_CANDIDATES:]):
+            end = m.start() + 1
+            saved, carry[end] = carry[end], ord("]")
+            view = memoryview(carry)[:end + 1]
             try:
-                events = self._decode(self._chunks, b"[" + carry[:m.start() + 1] + b"]", "events")
+                events = self._decode(self._chunks, view, "events")
             except msgspec.DecodeError:
                 continue
-            return events, carry[m.end() - 1:]
-        return None, carry
+            finally:
+                view.release()
+                carry[end] = saved
+            return events, m.end() - 1
+        return None, 0
 
     def _finish(self, carry: bytes) -> list:
         try:
@@ -133,4 +142,6 @@ class EventStream:
                 return decoder.decode(data)
             except msgspec.ValidationError as e:
                 error = e
+            except RecursionError:
+                raise IngestError(f"{self.name}: JSON nested too deeply in the trace {where}") from None
         raise IngestError(f"{self.name}: unexpected field type in the trace {where} ({error})") from None

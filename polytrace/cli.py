@@ -100,13 +100,34 @@ def cmd_query(args) -> int:
 
         raise CliError(f"unknown query {args.name!r}; known: {', '.join(load_catalog())}") from None
     bound = bind(query, parse_params(args.param))
-    con = open_db(args.db)
-    try:
-        result = execute(con, query, bound)
-    finally:
-        con.close()
+    if args.engine == "spark":
+        result = _query_spark(args, query, bound)
+    else:
+        from queries.lake import open_lake
+
+        con = open_lake(args.lake) if args.lake else open_db(args.db)
+        try:
+            result = execute(con, query, bound)
+        finally:
+            con.close()
     print_result(result.columns, result.rows, args.output)
     return 0
+
+
+def _query_spark(args, query, bound):
+    if not args.lake:
+        raise CliError("--engine spark reads a Parquet lake: add --lake DIR "
+                       "(write one with `polytrace export`)")
+    try:
+        from queries import spark
+    except ImportError:
+        raise CliError("--engine spark needs the spark extra: pip install 'polytrace[spark]'") from None
+    try:
+        session = spark.session(args.spark_remote)
+    except spark.SparkUnavailable as e:
+        raise CliError(str(e)) from None
+    spark.register_lake(session, args.lake)
+    return spark.execute(session, query, bound)
 
 
 def cmd_export(args) -> int:
@@ -161,18 +182,19 @@ def cmd_serve(args) -> int:
 
     overrides = {k: v for k, v in (("host", args.host), ("port", args.port)) if v is not None}
     try:
-        settings = Settings(db=args.db, **overrides)
+        settings = Settings(db=args.db, lake=getattr(args, "lake", None), **overrides)
     except pydantic.ValidationError as e:
         first = e.errors()[0]
         raise CliError(f"setting POLYTRACE_{str(first['loc'][0]).upper()}: {first['msg']}") from None
     try:
         app = create_app(settings)
     except duckdb.Error as e:
-        raise CliError(f"cannot open database {args.db}: {str(e).splitlines()[0]}") from None
+        raise CliError(f"cannot open database {settings.lake or args.db}: "
+                       f"{str(e).splitlines()[0]}") from None
     warning = settings.exposure_warning()
     if warning:
         print(warning, file=sys.stderr)
-    print(f"PolyTrace serving {settings.db} at http://{settings.host}:{settings.port}/", file=sys.stderr)
+    print(f"PolyTrace serving {settings.lake or settings.db} at http://{settings.host}:{settings.port}/", file=sys.stderr)
     uvicorn.run(app, host=settings.host, port=settings.port, log_level="warning")
     return 0
 
@@ -275,6 +297,11 @@ def build_parser() -> argparse.ArgumentParser:
     db_option(p)
     p.add_argument("-p", "--param", action="append", default=[], metavar="KEY=VALUE")
     p.add_argument("--output", choices=("table", "json", "csv"), default="table")
+    p.add_argument("--lake", metavar="DIR", help="query this Parquet lake instead of --db")
+    p.add_argument("--engine", choices=("duckdb", "spark"), default="duckdb",
+                   help="spark: translate the query and run it on Spark over --lake (polytrace[spark])")
+    p.add_argument("--spark-remote", metavar="sc://HOST:PORT",
+                   help="a Spark Connect server (default: Spark in local mode)")
     p.set_defaults(func=cmd_query)
 
     p = sub.add_parser("export", help="write runs to a Hive-partitioned Parquet lake "
@@ -296,6 +323,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("serve", help="serve the dashboard and REST API")
     db_option(p)
+    p.add_argument("--lake", metavar="DIR", help="serve this Parquet lake (read-only) instead of --db")
     p.add_argument("--host", help="address to bind (default: $POLYTRACE_HOST or 127.0.0.1)")
     p.add_argument("--port", type=int, help="port (default: $POLYTRACE_PORT or 8000)")
     p.set_defaults(func=cmd_serve)

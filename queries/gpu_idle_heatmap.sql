@@ -14,31 +14,12 @@
 -- @column idle_us DOUBLE  Time in that span when no GPU event runs (us).
 -- @column idle_pct DOUBLE  100 * idle_us / kernel_time_us (%).
 -- @chart heatmap x=step y=rank z=idle_pct xlabel="profiler step" ylabel="rank" title="GPU idle % per rank and step"
-WITH ev AS (
-    SELECT rank, step, ts_us, ts_us + dur_us AS end_us
-    FROM gpu_events
-    WHERE run_id = $run_id AND step IS NOT NULL AND ($include_last_step OR NOT hta_excluded)
-),
--- Sorted by start, each event adds the part of it past every earlier event's end.
-reach AS (
-    SELECT *, max(end_us) OVER (PARTITION BY rank, step ORDER BY ts_us, end_us
-                                ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_end
-    FROM ev
-),
-totals AS (
-    SELECT
-        rank,
-        step,
-        max(end_us) - min(ts_us) AS kernel_time_us,
-        sum(greatest(end_us - greatest(ts_us, coalesce(prev_end, ts_us)), 0))::DOUBLE AS busy_us
-    FROM reach
-    GROUP BY rank, step
-)
 SELECT
     rank,
     step,
     kernel_time_us,
     kernel_time_us - busy_us AS idle_us,
     100 * (kernel_time_us - busy_us) / NULLIF(kernel_time_us, 0) AS idle_pct
-FROM totals
+FROM gpu_step_time
+WHERE run_id = $run_id AND include_last_step = $include_last_step AND step IS NOT NULL
 ORDER BY rank, step

@@ -11,6 +11,7 @@
 -- windows, GPU events launched at or after the start of the last one are ignored
 -- (then the last step has no row), and so are GPU events whose CPU launch is not in
 -- the trace (queued before profiling began). include_last_step = true keeps them all.
+-- The unions are computed once at ingest, into gpu_step_time (ingest/gpu_time.py).
 -- @param run_id VARCHAR  Run to analyse.
 -- @param include_last_step BOOLEAN = false  Keep the GPU events of the last ProfilerStep window (HTA drops them).
 -- @column rank INTEGER  Global rank.
@@ -24,37 +25,6 @@
 -- @column compute_pct DOUBLE  100 * compute_us / kernel_time_us (%).
 -- @column non_compute_pct DOUBLE  100 * non_compute_us / kernel_time_us (%).
 -- @chart table
-WITH ev AS (
-    SELECT rank, step, category = 'compute' AS compute, ts_us, ts_us + dur_us AS end_us
-    FROM gpu_events
-    WHERE run_id = $run_id AND ($include_last_step OR NOT hta_excluded)
-),
-scoped AS (
-    SELECT rank, NULL::INTEGER AS step, compute, ts_us, end_us FROM ev
-    UNION ALL
-    SELECT rank, step, compute, ts_us, end_us FROM ev WHERE step IS NOT NULL
-),
--- Sorted by start, each event adds only the part of it that ends past every earlier
--- event's end; summed, that is the length of the union.
-reach AS (
-    SELECT *,
-        max(end_us) OVER w AS prev_end,
-        max(end_us) FILTER (WHERE compute) OVER w AS prev_compute_end
-    FROM scoped
-    WINDOW w AS (PARTITION BY rank, step ORDER BY ts_us, end_us
-                 ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
-),
-totals AS (
-    SELECT
-        rank,
-        step,
-        max(end_us) - min(ts_us) AS kernel_time_us,
-        sum(greatest(end_us - greatest(ts_us, coalesce(prev_end, ts_us)), 0))::DOUBLE AS busy_us,
-        coalesce(sum(greatest(end_us - greatest(ts_us, coalesce(prev_compute_end, ts_us)), 0))
-                 FILTER (WHERE compute)::DOUBLE, 0) AS compute_us
-    FROM reach
-    GROUP BY rank, step
-)
 SELECT
     rank,
     step,
@@ -66,5 +36,6 @@ SELECT
     100 * (kernel_time_us - busy_us) / NULLIF(kernel_time_us, 0) AS idle_pct,
     100 * compute_us / NULLIF(kernel_time_us, 0) AS compute_pct,
     100 * (busy_us - compute_us) / NULLIF(kernel_time_us, 0) AS non_compute_pct
-FROM totals
+FROM gpu_step_time
+WHERE run_id = $run_id AND include_last_step = $include_last_step
 ORDER BY rank, step NULLS FIRST

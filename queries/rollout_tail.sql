@@ -8,7 +8,7 @@
 -- those are used instead (basis 'seconds'). Samples without a dp_rank are left out.
 -- @param run_id VARCHAR  Run to analyse.
 -- @column step INTEGER  Training step.
--- @column dp_rank INTEGER  Rollout engine (data-parallel rank); NULL when the input has no ranks.
+-- @column dp_rank INTEGER  Rollout engine (data-parallel rank).
 -- @column n BIGINT  Responses the engine generated.
 -- @column tokens BIGINT  sum(response_len) over them (tokens).
 -- @column max_len INTEGER  Longest response on the engine (tokens).

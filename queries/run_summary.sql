@@ -16,9 +16,9 @@
 -- @column worst_tail_step INTEGER  Step with the largest tail_ratio (earliest on a tie).
 -- @column cap_ratio DOUBLE  Share of all responses truncated or at the response cap. Sentence: {cap_ratio} of responses hit the length cap.
 -- @column dp_imbalance_mean DOUBLE  Mean over steps of dp_imbalance's imbalance (max / mean tokens per DP rank).
--- @column dp_imbalance_max DOUBLE  Largest dp_imbalance imbalance of any step. Sentence: The busiest DP rank carried {dp_imbalance_max} the mean rank's tokens (rank {straggler_rank}, step {straggler_step}); {dp_imbalance_mean} on average.
+-- @column dp_imbalance_max DOUBLE  Largest dp_imbalance imbalance of any step. Sentence: The busiest DP rank carried {dp_imbalance_max} the mean rank's tokens in step {straggler_step}, {dp_imbalance_mean} on average.
 -- @column straggler_step INTEGER  Step with the largest dp imbalance (earliest on a tie).
--- @column straggler_rank INTEGER  dp_rank with the most tokens in that step; NULL from verl metrics.
+-- @column straggler_rank INTEGER  The busiest dp_rank in that step; NULL from verl metrics.
 -- @column reward_imbalance_mean DOUBLE  Mean over steps of reward_imbalance's imbalance (slowest / mean reward time). Sentence: The slowest rank's reward took {reward_imbalance_mean} the mean rank's on average.
 -- @column wasted_token_frac DOUBLE  Response tokens never trained on over all response tokens, in steps with filter information. Sentence: {wasted_token_frac} of generated response tokens were filtered away and never trained on.
 -- @column prefix_cache_hit DOUBLE  Cached over prompt tokens over all turns whose cached_tokens is known. Sentence: The prefix cache served {prefix_cache_hit} of multi-turn prompt tokens.

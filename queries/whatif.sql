@@ -40,8 +40,8 @@ SELECT
     s.idle_frac AS rollout_idle_frac,
     s.speedup,
     s.saved_s,
-    j.gpus,
+    j.gpus::INTEGER AS gpus,
     s.saved_s * j.gpus / 3600.0 AS gpu_hours_saved,
-    sum(s.saved_s) OVER (PARTITION BY s.policy) * j.gpus / 3600.0 AS run_gpu_hours_saved
+    CAST(sum(s.saved_s) OVER (PARTITION BY s.policy) AS DOUBLE) * j.gpus / 3600.0 AS run_gpu_hours_saved
 FROM steps s, job j
 ORDER BY s.step, s.policy

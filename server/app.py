@@ -5,6 +5,9 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 from fastapi.middleware.cors import CORSMiddleware
+from fastapi.openapi.docs import get_swagger_ui_html
+from fastapi.staticfiles import StaticFiles
+from swagger_ui_bundle import swagger_ui_path
 
 from server import errors
 from server.db import Database
@@ -17,7 +20,7 @@ VERSION = "0.1.0"
 
 def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or get_settings()
-    db = Database(settings.db, cache_rows=settings.result_cache_rows)
+    db = Database(settings.db, cache_rows=settings.result_cache_rows, lake=settings.lake)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
@@ -25,6 +28,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         db.close()
 
     app = FastAPI(title="PolyTrace", version=VERSION, lifespan=lifespan, default_response_class=Json,
+                  docs_url=None, redoc_url=None,
                   description="RLVR trace analytics: where the GPUs went idle and why. "
                               "Every error answers {\"ok\": false, \"error\": \"...\", \"status\": N}.")
     app.state.settings = settings
@@ -35,5 +39,19 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                            allow_methods=["GET", "POST", "DELETE"],
                            allow_headers=["Authorization", "Content-Type"])
     app.include_router(api.build_router())
+    _offline_docs(app)
     pages.mount(app)
     return app
+
+
+def _offline_docs(app: FastAPI) -> None:
+    """Swagger UI at /docs from the installed swagger-ui-bundle-v2 package, never a CDN:
+    users are often air-gapped."""
+    app.mount("/docs-static", StaticFiles(directory=swagger_ui_path), name="docs-static")
+
+    @app.get("/docs", include_in_schema=False)
+    async def docs():
+        return get_swagger_ui_html(openapi_url=app.openapi_url, title="PolyTrace API",
+                                   swagger_js_url="/docs-static/swagger-ui-bundle.js",
+                                   swagger_css_url="/docs-static/swagger-ui.css",
+                                   swagger_favicon_url="/docs-static/favicon-32x32.png")

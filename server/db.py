@@ -14,6 +14,7 @@ import pyarrow as pa
 
 from ingest.load import ensure_schema
 from queries.catalog import Query, Result, execute
+from queries.lake import open_lake
 
 T = TypeVar("T")
 ARROW_BATCH_ROWS = 65_536
@@ -37,10 +38,12 @@ class Watchdog:
 
     def arm(self, cur: duckdb.DuckDBPyConnection, timeout_ms: int) -> int:
         token = next(self._ids)
+        entry = (time.monotonic() + timeout_ms / 1000, token, cur)
         with self._wake:
-            heapq.heappush(self._due, (time.monotonic() + timeout_ms / 1000, token, cur))
+            heapq.heappush(self._due, entry)
             self._live.add(token)
-            self._wake.notify()
+            if self._due[0] is entry:  # only a new earliest deadline needs the thread awake
+                self._wake.notify()
         return token
 
     def disarm(self, token: int) -> None:
@@ -106,11 +109,17 @@ class ResultCache:
 
 
 class Database:
-    def __init__(self, path: str, cache_rows: int = 0):
-        self.path = path
-        # External access stays off: ingest hands DuckDB Arrow tables, never file paths.
-        self.con = duckdb.connect(path, config={"enable_external_access": False})
-        ensure_schema(self.con)
+    def __init__(self, path: str, cache_rows: int = 0, lake: str | None = None):
+        """The DuckDB file at path or, when lake is given, views over that Parquet lake
+        (read-only: the server cannot upload to it or delete from it)."""
+        self.path = lake or path
+        self.lake = lake
+        if lake:
+            self.con = open_lake(lake)  # can read the lake's files and nothing else
+        else:
+            # External access stays off: ingest hands DuckDB Arrow tables, never file paths.
+            self.con = duckdb.connect(path, config={"enable_external_access": False})
+            ensure_schema(self.con)
         self._write_lock = threading.Lock()
         self._watchdog = Watchdog()
         self.cache = ResultCache(cache_rows)

@@ -39,4 +39,16 @@ def require_token(settings: SettingsDep,
         raise ApiError(401, "wrong bearer token", {"WWW-Authenticate": 'Bearer error="invalid_token"'})
 
 
-WriterDep = Depends(require_token)
+def require_writable(db: DbDep) -> None:
+    """A server over a Parquet lake only reads it; runs reach a lake through the CLI."""
+    if db.lake is not None:
+        raise ApiError(405, f"this server reads the Parquet lake {db.lake} and cannot change it; "
+                       "add runs with `polytrace ingest --lake` or `polytrace export`", {"Allow": "GET"})
+
+
+def require_writer(_writable: Annotated[None, Depends(require_writable)],
+                   _token: Annotated[None, Depends(require_token)]) -> None:
+    """Uploads and deletes: a writable database, and the bearer token when one is set."""
+
+
+WriterDep = Depends(require_writer)

@@ -16,13 +16,15 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="POLYTRACE_")
 
     db: str = "polytrace.duckdb"
+    # A Parquet lake (polytrace export / ingest --lake) to serve instead of db, read-only.
+    lake: str | None = None
     host: str = "127.0.0.1"
     port: int = Field(8000, ge=0, le=65535)
     max_upload_bytes: int = Field(2 * 1024**3, gt=0)
     query_timeout_ms: int = Field(10_000, gt=0)
     row_cap: int = Field(100_000, gt=0)
     # Rows of recent query answers kept in memory (emptied by every upload and delete); 0 is off.
-    result_cache_rows: int = Field(200_000, ge=0)
+    result_cache_rows: int = Field(100_000, ge=0)
     # Bearer token that POST and DELETE must present; reads stay open.
     token: str | None = None
     # Origins allowed by CORS: comma-separated or a JSON list; empty means CORS is off.

@@ -1,6 +1,7 @@
 """Receiving uploads: multipart files streamed to a temporary directory, under a byte limit."""
 from __future__ import annotations
 
+import errno
 import shutil
 import tempfile
 from dataclasses import dataclass, field
@@ -15,6 +16,7 @@ from starlette.requests import ClientDisconnect, Request
 from server.errors import ApiError
 
 FILE_FIELD = "file"
+FILES = "files"
 TEXT_FIELDS = ("name", "format")
 MAX_FILES = 10_000
 MAX_TEXT_BYTES = 4096
@@ -30,10 +32,29 @@ class Upload:
     files: list[Path] = field(default_factory=list)
     client_names: list[str] = field(default_factory=list)
     fields: dict[str, str] = field(default_factory=dict)
+    folder_name: str = FILES
 
     @property
-    def files_dir(self) -> Path:
-        return self.root / "files"
+    def folder(self) -> Path:
+        """Where the files are; several files ingest as this directory."""
+        return self.root / self.folder_name
+
+    @property
+    def base(self) -> Path:
+        """The directory the client's file names are relative to."""
+        return self.root / self.folder_name.split("/")[0]
+
+    def name_folder(self) -> None:
+        """Give several files the directory a run is named after: the browser's directory when
+        every file came from one, else `first (+N)`."""
+        tops = {PurePosixPath(n).parts[0] for n in self.client_names}
+        if len(tops) == 1 and all("/" in n for n in self.client_names):
+            self.folder_name = f"{self.folder_name}/{tops.pop()}"
+            return
+        new = safe_relative(f"{self.client_names[0]} (+{len(self.client_names) - 1})", 0).name
+        (self.root / self.folder_name).rename(self.root / new)
+        self.files = [self.root / new / p.relative_to(self.folder) for p in self.files]
+        self.folder_name = new
 
     def discard(self) -> None:
         shutil.rmtree(self.root, ignore_errors=True)
@@ -47,7 +68,9 @@ def too_large(limit: int, size: int | None = None) -> ApiError:
 def safe_relative(name: str, index: int) -> PurePosixPath:
     """The client's file name as a relative path with no way out of the upload directory."""
     parts = [p for p in name.replace("\\", "/").split("/") if p not in ("", ".", "..")]
-    parts = ["".join(c for c in p if c.isprintable())[:200] for p in parts]
+    # 200 bytes per part stays under every file system's 255-byte name limit
+    parts = ["".join(c for c in p if c.isprintable()).encode()[:200].decode("utf-8", "ignore")
+             for p in parts]
     parts = [p for p in parts if p]
     return PurePosixPath(*parts) if parts else PurePosixPath(f"upload-{index}")
 
@@ -102,11 +125,17 @@ class _Receiver:
         if len(files) >= MAX_FILES:
             raise ApiError(422, f"parameter 'file': more than {MAX_FILES} files in one upload")
         rel = safe_relative(client_name, len(files))
-        path = self.upload.files_dir / rel
-        if path.exists() or any(p.is_file() for p in path.parents):
-            path = self.upload.files_dir / f"duplicate-{len(files)}" / rel.name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self.out = open(path, "wb")
+        path = self.upload.root / FILES / rel
+        try:
+            if path.exists() or any(p.is_file() for p in path.parents):
+                path = self.upload.root / FILES / f"duplicate-{len(files)}" / rel.name
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self.out = open(path, "wb")
+        except OSError as e:
+            if e.errno == errno.ENOSPC:
+                raise
+            raise ApiError(422, f"parameter 'file': cannot store a file named {client_name[:80]!r} "
+                                f"({e.strerror})") from None
         files.append(path)
         self.upload.client_names.append(str(rel))
 
@@ -177,6 +206,8 @@ async def receive(request: Request, limit: int) -> Upload:
             raise ApiError(400, f"malformed multipart body: {e}") from None
         if isinstance(e, ClientDisconnect):
             raise ApiError(400, "client disconnected during the upload") from None
+        if isinstance(e, OSError) and e.errno == errno.ENOSPC:
+            raise ApiError(507, "no disk space left on the server for this upload") from None
         raise
     if not upload.files:
         upload.discard()

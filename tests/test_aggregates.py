@@ -71,3 +71,20 @@ def test_materialize_again_is_idempotent(con, packed):
     snapshot = {t: con.execute(f"SELECT * FROM {t} ORDER BY ALL").fetchall() for t in FILLS}
     materialize(con, run_id)
     assert {t: con.execute(f"SELECT * FROM {t} ORDER BY ALL").fetchall() for t in FILLS} == snapshot
+
+
+def test_opening_a_database_backfills_runs_without_aggregates(db_path, packed):
+    from ingest.load import open_db
+
+    con = open_db(db_path)
+    run_id = ingest_paths(con, [packed]).run_id
+    for table in FILLS:  # as if ingested before the aggregate tables existed
+        con.execute(f"DELETE FROM {table}")
+    con.close()
+    con = open_db(db_path)
+    try:
+        assert aggregate_rows(con)["step_lengths"] == 2
+        assert con.execute("SELECT count(*) FROM step_rank_lengths WHERE run_id = ?",
+                           [run_id]).fetchone()[0] == 3
+    finally:
+        con.close()

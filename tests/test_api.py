@@ -116,6 +116,12 @@ def test_bad_query_parameters_are_422_naming_the_parameter(make_server):
     assert_error(httpx.get(url), 422, "'run_id'")
     assert_error(httpx.get(url, params={"run_id": "x", "bogus": "1"}), 422, "'bogus'")
     assert_error(httpx.get(url, params={"run_id": "x", "format": "xml"}), 422, "'format'")
+    histogram = f"{srv.url}/api/queries/length_histogram"
+    assert_error(httpx.get(histogram, params={"run_id": "x", "step_from": "abc"}), 422, "'step_from'")
+    # INTEGER parameters stay in DuckDB's INTEGER range
+    assert_error(httpx.get(histogram, params={"run_id": "x", "step_to": 2**31}), 422, "'step_to'")
+    ok = httpx.get(histogram, params={"run_id": "x", "step_from": 0, "step_to": 2**31 - 1})
+    assert ok.json() == {"ok": True, "columns": ok.json()["columns"], "rows": [], "truncated": False}
 
 
 def test_upload_get_list_delete_a_run(make_server, tmp_path):
@@ -124,7 +130,7 @@ def test_upload_get_list_delete_a_run(make_server, tmp_path):
     assert r.status_code == 201, r.text
     body = r.json()
     run_id = body["run_id"]
-    assert body == {"ok": True, "run_id": run_id, "format": "polytrace-packed",
+    assert body == {"ok": True, "run_id": run_id, "run_ids": [run_id], "format": "polytrace-packed",
                     "rows": {"samples": 4}, "existing": False, "warnings": []}
     runs = httpx.get(f"{srv.url}/api/runs").json()["runs"]
     assert [(r["run_id"], r["name"], r["samples"]) for r in runs] == [
@@ -185,6 +191,48 @@ def test_single_real_files_upload(make_server, shared_data):
     gz = upload(srv, [(step0.name + ".gz", gzip.compress(step0.read_bytes()))])
     assert gz.status_code == 201, gz.text
     assert gz.json()["rows"]["samples"] == r.json()["rows"]["samples"]
+
+
+def test_uploaded_parquet_lake_restores_its_run(make_server, tmp_path):
+    from ingest.lake import export_runs
+
+    src = tmp_path / "packed_lengths_step_0.jsonl"
+    src.write_bytes(PACKED)
+    con = open_db(tmp_path / "origin.duckdb")
+    run_id = ingest_paths(con, [src]).run_id
+    (tmp_path / "lake").mkdir()
+    export_runs(con, [run_id], tmp_path / "lake")
+    con.close()
+    srv = make_server()
+    files = [(str(p.relative_to(tmp_path)), p.read_bytes()) for p in sorted((tmp_path / "lake").rglob("*.parquet"))]
+    r = upload(srv, files)
+    assert r.status_code == 201, r.text
+    assert (r.json()["run_id"], r.json()["format"], r.json()["rows"]) == (run_id, "parquet-lake", {"samples": 4})
+    assert upload(srv, files).status_code == 200  # already there
+
+
+def test_reads_answer_while_an_ingest_runs(make_server, shared_data):
+    import threading
+
+    srv = make_server()
+    folder = shared_data / "polytrace/search_r1/profile/multiturn_workload_log/0617_0223"
+    files = [(p.name, p.read_bytes()) for p in sorted(folder.iterdir())]  # ~10 MB of multi-turn JSONL
+    done: list[httpx.Response] = []
+    uploader = threading.Thread(target=lambda: done.append(upload(srv, files)))
+    began = time.perf_counter()
+    uploader.start()
+    answered_during_ingest, slowest = 0, 0.0
+    while uploader.is_alive():
+        started = time.perf_counter()
+        assert httpx.get(f"{srv.url}/api/runs", timeout=30).status_code == 200
+        slowest = max(slowest, time.perf_counter() - started)
+        answered_during_ingest += uploader.is_alive()
+    uploader.join()
+    took = time.perf_counter() - began
+    assert done[0].status_code == 201, done[0].text
+    assert done[0].json()["rows"]["samples"] == 3 * 2048
+    # the event loop kept serving while the ingest (most of `took`) worked in its thread
+    assert answered_during_ingest >= 3 and slowest < took / 2, (answered_during_ingest, slowest, took)
 
 
 # --- bad input ------------------------------------------------------------------------------
@@ -454,3 +502,38 @@ def test_serve_on_a_locked_database_is_one_line_exit_2(tmp_path):
 
 def _clean_env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if not k.startswith("POLYTRACE_")}
+
+
+def test_settings_come_from_the_environment(monkeypatch):
+    from server.settings import Settings
+
+    monkeypatch.setenv("POLYTRACE_CORS_ORIGINS", "http://a.example, http://b.example")
+    monkeypatch.setenv("POLYTRACE_TOKEN", "")
+    monkeypatch.setenv("POLYTRACE_QUERY_TIMEOUT_MS", "1234")
+    s = Settings()
+    assert s.cors_origins == ["http://a.example", "http://b.example"]
+    assert s.token is None and s.query_timeout_ms == 1234
+    assert s.exposure_warning() is None  # loopback
+    assert "POLYTRACE_TOKEN" in Settings(host="0.0.0.0").exposure_warning()
+    assert Settings(host="0.0.0.0", token="t").exposure_warning() is None
+    monkeypatch.setenv("POLYTRACE_CORS_ORIGINS", '["http://c.example"]')
+    assert Settings().cors_origins == ["http://c.example"]
+
+
+def test_serve_rejects_a_bad_setting_in_one_line(tmp_path):
+    out = subprocess.run([sys.executable, "-m", "polytrace", "serve", "--db", str(tmp_path / "s.duckdb")],
+                         capture_output=True, text=True, timeout=60,
+                         env={**_clean_env(), "POLYTRACE_QUERY_TIMEOUT_MS": "0"})
+    assert out.returncode == 2
+    assert out.stderr == "error: setting POLYTRACE_QUERY_TIMEOUT_MS: Input should be greater than 0\n"
+
+
+def test_unusable_file_names_are_4xx(make_server):
+    srv = make_server()
+    # a 4.1 KB path fits in the part's header but not in PATH_MAX once under the upload directory
+    deep = "/".join(["d" * 99] * 41) + "/x.jsonl"
+    assert_error(upload(srv, [(deep, PACKED)]), 422, "'file'")
+    huge = "/".join(["d" * 99] * 50) + "/x.jsonl"  # past the multipart header limit
+    assert_error(upload(srv, [(huge, PACKED)]), 400, "header")
+    wide = "é" * 300 + ".jsonl"  # 600 bytes in one name: cut to fit, still ingested
+    assert upload(srv, [(wide, PACKED)]).status_code == 201

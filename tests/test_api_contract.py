@@ -10,6 +10,8 @@ import io
 import json
 import math
 import shutil
+import subprocess
+import sys
 
 import httpx
 import pyarrow.parquet as pq
@@ -126,9 +128,16 @@ def from_parquet(value):
 
 
 def test_there_are_runs_and_queries_to_compare(served):
-    _, runs, _ = served
+    _, runs, cli_db = served
     assert {"dapo", "rllm", "search_r1"} <= set(runs)
     assert {"length_stats", "runs"} <= set(QUERIES)
+    # the in-process CLI the comparisons below call prints what `python -m polytrace` prints
+    out = subprocess.run([sys.executable, "-m", "polytrace", "query", "length_stats", "--db", str(cli_db),
+                          "-p", f"run_id={runs['dapo']}", "--output", "json"],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout) == cli_json(cli_db, "length_stats", {"run_id": runs["dapo"]})
+    assert len(json.loads(out.stdout)) == 6  # the DAPO run's 6 steps
 
 
 @pytest.mark.parametrize("name", QUERIES)
@@ -176,7 +185,12 @@ def test_openapi_operations_are_named_and_documented(served):
     length_stats = spec["paths"]["/api/queries/length_stats"]["get"]
     run_id = next(p for p in length_stats["parameters"] if p["name"] == "run_id")
     assert run_id["required"] is True and run_id["schema"]["type"] == "string"
-    assert httpx.get(f"{srv.url}/docs").status_code == 200
+    docs = httpx.get(f"{srv.url}/docs")
+    assert docs.status_code == 200 and "/openapi.json" in docs.text
+    assert "http://" not in docs.text and "https://" not in docs.text  # air-gapped users: no CDN
+    for asset in ("swagger-ui-bundle.js", "swagger-ui.css"):
+        assert f"/docs-static/{asset}" in docs.text
+        assert httpx.get(f"{srv.url}/docs-static/{asset}").status_code == 200
 
 
 def test_schemathesis_finds_no_server_errors(make_server, shared_data):

@@ -66,6 +66,9 @@ def page(browser):
     pg.on("console", lambda m: m.type == "error" and pg.problems.append(
         (m.text, (m.location or {}).get("url", ""))))
     pg.on("pageerror", lambda e: pg.problems.append((f"uncaught: {e}", "")))
+    # Air-gapped users: the pages must never reach beyond the server they came from.
+    pg.on("request", lambda r: r.url.startswith(("http://127.0.0.1:", "data:", "blob:")) or
+          pg.problems.append((f"off-machine request {r.url}", r.url)))
     pg.set_default_timeout(20_000)
     yield pg
     ctx.close()
@@ -201,6 +204,11 @@ def test_upload_run_then_overview_draws_every_chart(page, make_server, shared_da
             assert "Download plot as a PNG" in titles and "Zoom" in titles
             assert not any("Share" in t for t in titles)  # nothing leaves the machine
     screenshot(page, "run-overview.png")
+    # Laptop widths: nothing spills sideways.
+    for width in (1280, 1024):
+        page.set_viewport_size({"width": width, "height": 800})
+        page.wait_for_timeout(300)  # Plotly's responsive resize
+        assert page.evaluate("document.documentElement.scrollWidth") <= width, width
     assert console_errors(page) == []
 
 
@@ -227,6 +235,15 @@ def test_headline_numbers_equal_rest(page, three_runs):
             assert shown == value, (col, text)
     # The DAPO run has a filter file and per-rank lengths: both headlines must be there.
     assert {"rollout_idle_frac_mean", "wasted_token_frac", "tail_ratio_worst"} <= cols
+    # Dark mode: the page palette switches and the charts redraw in it.
+    wait_charts(page)
+    light_font = page.evaluate("document.getElementById('chart-length_stats').layout.font.color")
+    page.emulate_media(color_scheme="dark")
+    page.wait_for_function("""light => document.getElementById('chart-length_stats').layout.font.color !== light""",
+                           arg=light_font)
+    dark_font = page.evaluate("document.getElementById('chart-length_stats').layout.font.color")
+    assert dark_font == page.evaluate("getComputedStyle(document.documentElement).getPropertyValue('--fg').trim()")
+    screenshot(page, "run-overview-dark.png")
     assert console_errors(page) == []
 
 
@@ -278,6 +295,48 @@ def test_broken_file_drop_shows_one_line_error(page, make_server):
     assert "\n" not in text and text.startswith("packed_lengths_step_0.jsonl")
     assert page.locator("#runs tbody tr").count() == 0
     assert rest(srv, "runs")["rows"] == []
+    assert console_errors(page, allow_rejected_upload=True) == []
+
+
+def test_gpu_run_draws_its_section_and_exports_perfetto(page, make_server, shared_data, tmp_path):
+    db = tmp_path / "k.duckdb"
+    (run_id,) = ingest(db, shared_data / "kineto/param-dlrm-8rank/dlrm_kineto.tar.gz")
+    srv = make_server(db=str(db))
+    open_page(page, f"{srv.url}/runs/{run_id}")
+    expected = expected_charts(srv, run_id)
+    assert set(expected.values()) == {"GPU"}
+    assert {el.get_attribute("data-query") for el in page.locator(".chart-card").all()} == set(expected)
+    for name in expected:
+        assert any(t["n"] > 0 for t in drawn_traces(page, name)), name
+    timelines = page.locator(".chart-card[data-kind='timeline']").all()
+    assert timelines, "no timeline chart"
+    lanes = drawn_traces(page, timelines[0].get_attribute("data-query"))
+    assert {t["type"] for t in lanes} == {"bar"}
+    href = timelines[0].locator("a.perfetto").get_attribute("href")
+    doc = httpx.get(srv.url + href).json()
+    assert doc["otherData"]["run_id"] == run_id
+    assert any(e["ph"] == "X" for e in doc["traceEvents"])
+    assert console_errors(page) == []
+
+
+def test_token_guarded_upload_and_delete(page, make_server, shared_data):
+    srv = make_server(token="s3cret")
+    open_page(page, srv.url + "/")
+    files = sorted(str(p) for p in (shared_data / RLLM).iterdir())
+    page.set_input_files("#file-input", files)
+    status = page.wait_for_selector("#upload-status.error-line")
+    assert status.inner_text() == "this server needs 'Authorization: Bearer <POLYTRACE_TOKEN>' for writes"
+    page.fill("#token", "s3cret")
+    page.dispatch_event("#token", "change")
+    page.set_input_files("#file-input", files)
+    row = page.wait_for_selector("#runs tbody tr")
+    run_id = row.get_attribute("data-run-id")
+    assert [r[0] for r in rest(srv, "runs")["rows"]] == [run_id]
+    page.on("dialog", lambda d: d.accept())
+    page.click(f"#runs tr[data-run-id='{run_id}'] button.danger")
+    page.wait_for_selector("#runs[data-loaded='0']")
+    assert rest(srv, "runs")["rows"] == []
+    assert page.inner_text("#upload-status").startswith("Deleted ")
     assert console_errors(page, allow_rejected_upload=True) == []
 
 
@@ -406,7 +465,13 @@ def test_demo_serves_a_synthetic_run(tmp_path):
         by_name = {r[1]: dict(zip(runs["columns"], r)) for r in runs["rows"]}
         math_run = next(r for n, r in by_name.items() if n.startswith("demo: DAPO math"))
         assert math_run["samples"] > 0 and math_run["steps"] >= 10
-        assert httpx.get(f"{url}/runs/{math_run['run_id']}").status_code == 200
+        page = httpx.get(f"{url}/runs/{math_run['run_id']}")
+        assert page.status_code == 200
+        # The demo simulates dispatch policies and has 4 ranks and a filter file.
+        for section in ("Lengths", "Rollout tail", "Imbalance", "What if"):
+            assert f'data-section="{section}"' in page.text, section
+        agent = next(r for n, r in by_name.items() if n.startswith("demo: tool-use"))
+        assert 'data-section="Multi-turn"' in httpx.get(f"{url}/runs/{agent['run_id']}").text
     finally:
         proc.terminate()
         out, _ = proc.communicate(timeout=10)

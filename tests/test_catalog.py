@@ -13,7 +13,7 @@ from queries.catalog import parse_query
 from tests.goldens import case_names, load_case
 
 SECTIONS = {"Lengths", "Rollout tail", "Imbalance", "Stages", "Multi-turn", "GPU", "What if",
-            "Runs", "Other"}
+            "Runs", "Fidelity", "Other"}
 CHART_KINDS = {"line", "band", "bar", "stacked", "heatmap", "hist", "timeline", "table"}
 CHART_KEYS = {"kind", "x", "y", "z", "color", "xlabel", "ylabel", "title"}
 SAMPLE_VALUES = {"VARCHAR": "x", "INTEGER": "0", "BIGINT": "0", "DOUBLE": "0", "BOOLEAN": "false"}

@@ -219,3 +219,32 @@ def test_samples_csv_defects(con, tmp_path, text, reason):
 def test_run_facts_from_the_polytrace_layout(path, facts):
     # <repo>/profile/<kind>_log/<stamp>/<file>: the repo names the framework when it is a known one
     assert run_facts(Path(path)) == facts
+
+
+def test_a_file_named_twice_is_one_input(con):
+    dapo = FORMATS / "dapo"
+    result = ingest_paths(con, [dapo / "packed_lengths_step_0.jsonl", dapo, dapo / "packed_lengths_step_0.jsonl"])
+    # 3 + 2 prompts of 2 samples each, not 3 more for each repeated mention
+    assert result.rows["samples"] == 10
+
+
+def test_multiturn_truncation_is_unknown_without_reason_or_cap(con, tmp_path):
+    path = tmp_path / "multiturn_workload_step_0.jsonl"
+    path.write_text(
+        '{"step": 0, "prompt_group_id": 0, "sample_id": 0, "final_response_len": 9, "turns": []}\n'
+        '{"step": 0, "prompt_group_id": 0, "sample_id": 1, "final_response_len": 9, "turns": [], "max_response_len": 9}\n'
+        '{"step": 0, "prompt_group_id": 0, "sample_id": 2, "final_response_len": 9, "turns": [], "finish_reason": "stop"}\n')
+    result = ingest_paths(con, [path])
+    # no reason, no cap -> NULL; 9 >= cap 9 -> true; 'stop' without a cap -> false
+    assert rows(con, "SELECT sample_id, truncated, turn_count, tool_call_count FROM samples "
+                     "WHERE run_id = ? ORDER BY sample_id", result.run_id) == [
+        (0, None, 0, 0), (1, True, 0, 0), (2, False, 0, 0)]
+
+
+def test_2025_output_groups_win_over_output(con, tmp_path):
+    # the suite's generator reads output_groups first; the flat output beside it is ignored
+    path = tmp_path / "old.json"
+    path.write_text('{"4": {"input": [10], "output": [99], "output_groups": [[1, 2]]}}')
+    result = ingest_paths(con, [path])
+    assert rows(con, "SELECT step, prompt_id, sample_id, prompt_len, response_len FROM samples "
+                     "WHERE run_id = ? ORDER BY ALL", result.run_id) == [(4, 0, 0, 10, 1), (4, 0, 1, 10, 2)]

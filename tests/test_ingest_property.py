@@ -6,6 +6,7 @@ import tempfile
 from pathlib import Path
 
 import duckdb
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -37,23 +38,29 @@ rollout = st.fixed_dictionaries({
 steps = st.integers(min_value=-5, max_value=2**31 - 1)
 
 
-def ingest_lines(lines: list[dict], name: str):
-    """Write the lines as one JSONL file, ingest it into a fresh in-memory database."""
-    con = duckdb.connect()
-    ensure_schema(con)
+@pytest.fixture(scope="module")
+def con():
+    """One in-memory database for all examples; each example is its own run."""
+    c = duckdb.connect()
+    ensure_schema(c)
+    yield c
+    c.close()
+
+
+def ingest_lines(con, lines: list[dict], name: str) -> str:
+    """Write the lines as one JSONL file and ingest it as a new run (force: examples may repeat)."""
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / name
         path.write_text("".join(json.dumps(line) + "\n" for line in lines))
-        run_id = ingest_paths(con, [path]).run_id
-    return con, run_id
+        return ingest_paths(con, [path], force=True).run_id
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(step=steps, lines=st.lists(packed_line, min_size=1, max_size=12).filter(
     lambda ls: any(line["output"] for line in ls)))
-def test_packed_samples_equal_the_source_lines(step, lines):
+def test_packed_samples_equal_the_source_lines(con, step, lines):
     lines = [{"step": step, "local_index": i, **line} for i, line in enumerate(lines)]
-    con, run_id = ingest_lines(lines, "packed_lengths_step_0.jsonl")
+    run_id = ingest_lines(con, lines, "packed_lengths_step_0.jsonl")
     got = con.execute("SELECT step, prompt_id, sample_id, rank, dp_rank, tp_rank, prompt_len, "
                       "response_len, validate FROM samples WHERE run_id = ? ORDER BY prompt_id, sample_id",
                       [run_id]).fetchall()
@@ -65,11 +72,11 @@ def test_packed_samples_equal_the_source_lines(step, lines):
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(step=steps, rollouts=st.lists(rollout, min_size=1, max_size=8))
-def test_multiturn_rows_equal_the_source_lines(step, rollouts):
+def test_multiturn_rows_equal_the_source_lines(con, step, rollouts):
     lines = [{"step": step, **r, "turns": [{"turn": k, **t} for k, t in enumerate(r["turns"])],
               "turn_count": len(r["turns"]), "tool_call_count": len(r["tool_calls"])}
              for r in rollouts]
-    con, run_id = ingest_lines(lines, "multiturn_workload_step_0.jsonl")
+    run_id = ingest_lines(con, lines, "multiturn_workload_step_0.jsonl")
     order = "ORDER BY prompt_id, sample_id, rowid"
     samples = con.execute(
         "SELECT step, prompt_id, sample_id, prompt_len, response_len, truncated, validate, "

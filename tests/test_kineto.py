@@ -103,7 +103,9 @@ def test_ingest_golden_tables(con, two_ranks):
     result = ingest_paths(con, [two_ranks])
     assert result.format == KINETO
     # kernel_names: 6 names in a.json and 3 in b.json; each file stores its own (same ids).
-    assert result.rows == {"gpu_events": 15, "gpu_ranks": 2, "kernel_names": 9, "profiler_steps": 4}
+    # gpu_step_time per rank: whole + step 1 without the last step, whole + steps 1, 2 with it.
+    assert result.rows == {"gpu_events": 15, "gpu_ranks": 2, "gpu_step_time": 10, "kernel_names": 9,
+                           "profiler_steps": 4}
     assert con.execute("SELECT count(DISTINCT name_id), count(DISTINCT name) FROM kernel_names "
                        "WHERE run_id = ?", [result.run_id]).fetchone() == (6, 6)
     # step by the window holding the launch: k7 starts at 9500 and ends in step 2's window but was
@@ -171,6 +173,28 @@ def test_cpu_only_trace_loads_its_steps_with_a_warning(con, tmp_path):
     assert result.warnings == ["rank-2.json: no GPU kernels, memcpys or memsets (a CPU-only trace?); "
                                "loaded 1 profiler step(s) only"]
     assert run_query(con, "gpu_time", run_id=result.run_id) == []
+
+
+def test_tiny_blocks_decode_the_same_events(con, two_ranks, monkeypatch):
+    # 64-byte blocks put block ends everywhere, also inside the cpu_op's nested args, where
+    # "}, {" is not an event boundary: the decoder must skip those cuts.
+    from ingest import trace_events
+    from ingest.formats import kineto
+
+    whole = kineto.parse(two_ranks / "a.json").tables["gpu_events"]
+    monkeypatch.setattr(trace_events, "BLOCK_BYTES", 64)
+    assert kineto.parse(two_ranks / "a.json").tables["gpu_events"].equals(whole)
+
+
+def test_older_category_names_and_string_streams(con, tmp_path):
+    # PyTorch before Kineto's lower-case names wrote "Kernel"/"Memcpy"; a stream as a string
+    # is rejected by the fast decoder and read by the lenient one.
+    doc = trace_doc(0, [], [("gemm_a", "Kernel", 7, 0, 10, 1, None), (MEMCPY, "Memcpy", 8, 5, 25, 2, None)])
+    doc["traceEvents"][-1]["args"]["stream"] = "8"
+    result = ingest_paths(con, [write_json(tmp_path / "old.json", doc)])
+    assert con.execute("SELECT stream, category, ts_us, dur_us FROM gpu_events WHERE run_id = ? "
+                       "ORDER BY ts_us", [result.run_id]).fetchall() == [
+        (7, "compute", 0.0, 10.0), (8, "memory", 5.0, 20.0)]
 
 
 # --- queries, derived by hand -----------------------------------------------------------
@@ -442,6 +466,54 @@ def test_traces_without_gpu_events_load_steps(con, shared_data, name):
     result = ingest_paths(con, [shared_data / "kineto" / name])
     assert result.rows == {"gpu_ranks": 1, "profiler_steps": 1}
     assert any("no GPU kernels" in w for w in result.warnings)
+
+
+RAW_UNIONS = """
+WITH ev AS (
+    SELECT rank, step, category = 'compute' AS compute, ts_us, ts_us + dur_us AS end_us
+    FROM gpu_events WHERE run_id = $run_id AND ($include OR NOT hta_excluded)
+),
+scoped AS (
+    SELECT rank, NULL::INTEGER AS step, compute, ts_us, end_us FROM ev
+    UNION ALL SELECT rank, step, compute, ts_us, end_us FROM ev WHERE step IS NOT NULL
+),
+reach AS (
+    SELECT *, max(end_us) OVER w AS prev_end, max(end_us) FILTER (WHERE compute) OVER w AS prev_compute
+    FROM scoped
+    WINDOW w AS (PARTITION BY rank, step ORDER BY ts_us, end_us ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
+)
+SELECT rank, step, max(end_us) - min(ts_us),
+    sum(greatest(end_us - greatest(ts_us, coalesce(prev_end, ts_us)), 0))::DOUBLE,
+    coalesce(sum(greatest(end_us - greatest(ts_us, coalesce(prev_compute, ts_us)), 0))
+             FILTER (WHERE compute)::DOUBLE, 0)
+FROM reach GROUP BY rank, step ORDER BY rank, step NULLS FIRST
+"""
+
+
+@pytest.mark.parametrize("name", ["kineto/negative_queue_length_values_check/rank0.json.gz",
+                                  "kineto/nccl_parser_config/nccl_data.json.gz",
+                                  "gpu-replay-h200/kineto_dapo32b_s0_dp1_it50.json.gz"])
+def test_step_time_at_ingest_equals_sql_over_the_events(con, shared_data, name):
+    # gpu_step_time is computed in numpy at ingest; recompute its unions in SQL from gpu_events.
+    run = ingest_paths(con, [shared_data / name]).run_id
+    for include in (False, True):
+        raw = con.execute(RAW_UNIONS, {"run_id": run, "include": include}).fetchall()
+        stored = con.execute(
+            "SELECT rank, step, kernel_time_us, busy_us, compute_us FROM gpu_step_time "
+            "WHERE run_id = $run_id AND include_last_step = $include ORDER BY rank, step NULLS FIRST",
+            {"run_id": run, "include": include}).fetchall()
+        assert len(stored) > 1
+        assert stored == [tuple(pytest.approx(v, rel=1e-9) if isinstance(v, float) else v for v in r)
+                          for r in raw]
+
+
+def test_duplicate_ranks_in_an_archive_are_reported(con, tmp_path):
+    archive = tmp_path / "job.zip"
+    with zipfile.ZipFile(archive, "w") as zf:
+        zf.writestr("a/rank0.json", json.dumps(trace_doc(0, [], RANK0[1:2])))
+        zf.writestr("b/rank0.json", json.dumps(trace_doc(0, [], RANK0[2:3])))
+    result = ingest_paths(con, [archive])
+    assert result.warnings == ["rank(s) [0] come from more than one trace file; per-rank results mix those files"]
 
 
 # --- agreement with HTA ----------------------------------------------------------------

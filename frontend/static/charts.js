@@ -90,16 +90,17 @@ const PolyCharts = (() => {
 
   function bandTraces(spec, data) {
     const base = palette()[0];
+    const lift = scheme() === "dark" ? 0.14 : 0;  // fills read darker on a dark page
     const x = column(data, spec.x);
     const ys = (spec.y || []).filter(y => data.columns.includes(y));
     return ys.map((y, i) => ({
       type: "scatter", mode: x.length <= 24 ? "lines+markers" : "lines", name: pretty(y), x,
       y: column(data, y),
-      line: {color: i === 0 ? base : rgba(base, Math.max(0.35, 0.9 - 0.2 * i)),
+      line: {color: i === 0 ? base : rgba(base, Math.max(0.35, 0.9 - 0.2 * i) + lift),
              width: i === 0 ? 2.5 : 1, dash: i === ys.length - 1 && ys.length > 2 ? "dot" : "solid"},
       marker: {size: 4},
       fill: i === 0 ? "none" : "tonexty",
-      fillcolor: rgba(base, Math.max(0.06, 0.32 - 0.09 * i)),
+      fillcolor: rgba(base, Math.max(0.06, 0.32 - 0.09 * i) + lift),
     }));
   }
 
@@ -112,7 +113,7 @@ const PolyCharts = (() => {
     const z = ys.map(() => xs.map(() => null));
     const xPos = new Map(xs.map((v, i) => [v, i])), yPos = new Map(ys.map((v, i) => [v, i]));
     for (const r of data.rows) z[yPos.get(r[yi])][xPos.get(r[xi])] = r[zi];
-    return [{type: "heatmap", x: xs, y: ys.map(String), z, colorscale: "Viridis",
+    return [{type: "heatmap", x: xs, y: ys.map(v => v === null ? "n/a" : String(v)), z, colorscale: "Viridis",
              colorbar: {title: {text: pretty(spec.z), side: "right"}, thickness: 12},
              hovertemplate: `${pretty(spec.x)} %{x}<br>${pretty(yCol)} %{y}<br>` +
                             `${pretty(spec.z)} %{z:.3~g}<extra></extra>`}];
@@ -189,8 +190,8 @@ const PolyCharts = (() => {
     if (spec.kind === "hist" && !(spec.y || []).length) l.barmode = "overlay";
     if (spec.kind === "hist" && (spec.y || []).length) {
       l.xaxis.type = "category";
-      l.yaxis2 = {...axis("cumulative share"), overlaying: "y", side: "right", range: [0, 1],
-                  tickformat: ".0%", showgrid: false};
+      l.yaxis2 = {...axis("cumulative share"), overlaying: "y", side: "right", range: [0, 1.02],
+                  tickvals: [0, 0.25, 0.5, 0.75, 1], tickformat: ".0%", showgrid: false};
       l.margin.r = 56;
     }
     if (spec.kind === "timeline") {
@@ -251,28 +252,33 @@ const PolyCharts = (() => {
     box.textContent = parts.join(" ");
   }
 
+  // Replace a chart by a message; a purged plot keeps no stale data or listeners.
+  function message(entry, className, text) {
+    if (entry.el.data) { Plotly.purge(entry.el); entry.listening = false; }
+    entry.el.replaceChildren(Object.assign(document.createElement("p"), {className, textContent: text}));
+    return Promise.resolve();
+  }
+
   function draw(entry) {
     const {el, info, data} = entry;
-    if (!data.ok) {
-      el.replaceChildren(Object.assign(document.createElement("p"), {className: "error-line", textContent: data.error}));
-      return Promise.resolve();
-    }
+    if (!data.ok) return message(entry, "error-line", data.error);
     note(entry);
-    if (!data.rows.length) {
-      el.replaceChildren(Object.assign(document.createElement("p"), {className: "empty", textContent: "No data for this run."}));
-      return Promise.resolve();
-    }
+    if (!data.rows.length) return message(entry, "empty", "No data for this run in this range.");
     if (info.chart.kind === "table") { table(el, data); return Promise.resolve(); }
     let ts = traces(info.chart, data);
     if (entry.overlay) {
       const pal = palette();
-      const styled = (label, dash) => (t, i) => ({...t, name: `${label} · ${t.name}`,
-        line: {...t.line, color: pal[i % pal.length], dash}, marker: {color: pal[i % pal.length]}});
-      ts = [...ts.map(styled(entry.label, "solid")),
-            ...traces(info.chart, entry.overlay.data).map(styled(entry.overlay.label, "dash"))];
+      // B's series take the colours after A's, and dashes, so coinciding lines stay apart.
+      const styled = (label, dash, shift) => (t, i) => ({...t, name: `${label} · ${t.name}`,
+        line: {...t.line, color: pal[(i + shift) % pal.length], dash},
+        marker: {color: pal[(i + shift) % pal.length]}});
+      ts = [...ts.map(styled(entry.label, "solid", 0)),
+            ...traces(info.chart, entry.overlay.data).map(styled(entry.overlay.label, "dash", ts.length))];
     }
     const shown = ts.filter(t => t.showlegend !== false && t.type !== "heatmap").length;
-    return Plotly.react(el, ts, placeLegend(layout(info, data), shown), config(info));
+    return Plotly.react(el, ts, placeLegend(layout(info, data), shown), config(info)).then(() => {
+      if (!entry.listening) { el.on("plotly_relayout", ev => onZoom(entry, ev)); entry.listening = true; }
+    });
   }
 
   function dataUrl(info, extra) {
@@ -302,13 +308,13 @@ const PolyCharts = (() => {
     const {info, el} = entry;
     if (info.step_params) {
       await refetch(entry, range ? {step_from: range[0], step_to: range[1]} : {});
-    } else if (info.linked && el.data) {
+    } else if (info.linked) {
       if (entry.data.downsampled || entry.overlay?.data.downsampled || entry.windowed) {
         entry.windowed = !!range;
         await refetch(entry, range ? {x_from: range[0], x_to: range[1]} : {});
       }
-      await relayoutSilently(entry, range ? {"xaxis.range": [range[0] - 0.5, range[1] + 0.5]}
-                                          : {"xaxis.autorange": true});
+      if (el.data) await relayoutSilently(entry, range ? {"xaxis.range": [range[0] - 0.5, range[1] + 0.5]}
+                                                       : {"xaxis.autorange": true});
     }
     el.dataset.range = range ? `${range[0]}-${range[1]}` : "all";
   }
@@ -336,7 +342,6 @@ const PolyCharts = (() => {
     const entry = {el, info, data, ...options};
     entries.push(entry);
     await draw(entry);
-    if (el.on) el.on("plotly_relayout", ev => onZoom(entry, ev));
     el.dataset.rendered = "1";
     return entry;
   }
@@ -381,6 +386,5 @@ const PolyCharts = (() => {
 
   matchMedia("(prefers-color-scheme: dark)").addEventListener("change", () => entries.forEach(draw));
 
-  return {render, page, setRange, matchAxes, traces, onRange: fn => listeners.push(fn),
-          get range() { return range; }, get bounds() { return bounds; }, entries};
+  return {page, setRange, matchAxes, onRange: fn => listeners.push(fn), entries};
 })();

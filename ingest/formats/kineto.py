@@ -9,7 +9,7 @@ import zlib
 from array import array
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import BinaryIO
+from typing import Annotated, BinaryIO
 
 import msgspec
 import numpy as np
@@ -17,6 +17,7 @@ import pyarrow as pa
 
 from ingest import archives
 from ingest.contract import Format, IngestError, Parsed
+from ingest.gpu_time import step_time_rows, step_time_table
 from ingest.sources import max_inflate_bytes, open_stream
 from ingest.trace_events import Budget, EventStream
 
@@ -32,13 +33,19 @@ _STEP_NAME = re.compile(r"ProfilerStep\s*#\s*(\d+)")
 _RANK_IN_NAME = re.compile(r"(?:rank|worker)[-_]?(\d+)", re.IGNORECASE)
 
 
+INT32_MAX, INT64_MAX = 2**31 - 1, 2**63 - 1
+# Any int64 decodes: CPU-side sync events carry stream 2**32 - 1. A GPU event whose stream
+# does not fit the INTEGER column is skipped when collected, never stored.
+Stream = Annotated[int, msgspec.Meta(ge=-(2**63), le=INT64_MAX)]
+Correlation = Annotated[int, msgspec.Meta(ge=-(2**63), le=INT64_MAX)]
+
+
 class Args(msgspec.Struct, gc=False):
-    stream: int = -1
-    correlation: int = -1
+    stream: Stream = -1
+    correlation: Correlation = -1
 
 
 class Event(msgspec.Struct, gc=False):
-    ph: str = ""
     cat: str = ""
     name: str = ""
     ts: float | None = None
@@ -47,14 +54,13 @@ class Event(msgspec.Struct, gc=False):
 
 
 class LenientArgs(msgspec.Struct, gc=False):
-    stream: int | str | None = None
-    correlation: int | str | None = None
+    stream: Stream | str | None = None
+    correlation: Correlation | str | None = None
 
 
 class LenientEvent(msgspec.Struct, gc=False):
     """Decodes chunks that Event rejects, e.g. a stream written as a string (slower)."""
 
-    ph: str = ""
     cat: str = ""
     name: str = ""
     ts: float | None = None
@@ -99,11 +105,21 @@ class RankTrace:
     device: str | None = None
 
 
-def _int(value, default: int | None = None) -> int | None:
+def _int(value, default: int | None = None, limit: int = INT64_MAX) -> int | None:
+    """An id written as a number or a string; `default` when it is neither or is beyond +-limit."""
     try:
-        return int(value)
+        n = int(value)
     except (TypeError, ValueError):
         return default
+    return n if -limit - 1 <= n <= limit else default
+
+
+def _count(value, what: str, source: str) -> int | None:
+    """A rank, world size or step number: None when absent, an IngestError when not in 0..2**31-1."""
+    n = _int(value, limit=2**4000)
+    if n is not None and not 0 <= n <= INT32_MAX:
+        raise IngestError(f"{source}: {what} {str(value)[:40]} is out of range")
+    return n
 
 
 def _collect(trace: RankTrace, events: list) -> None:
@@ -118,7 +134,7 @@ def _collect(trace: RankTrace, events: list) -> None:
         if cat in GPU_CATS:
             a = e.args
             stream = -1 if a is None else a.stream if a.stream.__class__ is int else _int(a.stream, -1)
-            if stream < 0 or e.ts is None or e.dur is None or e.dur < 0:
+            if not 0 <= stream <= INT32_MAX or e.ts is None or e.dur is None or e.dur < 0:
                 trace.skipped += 1
                 continue
             known = names.get(e.name)
@@ -138,10 +154,10 @@ def _collect(trace: RankTrace, events: list) -> None:
                 if corr >= 0:
                     trace.launch_corr.append(corr)
                     trace.launch_ts.append(e.ts)
-        elif e.ph == "X" and cat != "gpu_user_annotation" and e.name.startswith("ProfilerStep"):
+        elif cat != "gpu_user_annotation" and e.name.startswith("ProfilerStep"):
             m = _STEP_NAME.match(e.name)
             if m and e.ts is not None and e.dur is not None:
-                trace.steps.append((int(m.group(1)), e.ts, e.dur))
+                trace.steps.append((_count(m.group(1), "ProfilerStep", trace.source), e.ts, e.dur))
 
 
 def read_trace(stream: BinaryIO, source: str, budget: Budget) -> RankTrace:
@@ -158,16 +174,17 @@ def _apply_meta(trace: RankTrace, metas: list[Meta]) -> None:
     base = Path(trace.source).name
     for meta in metas:
         info = meta.distributedInfo
-        if info is not None and _int(info.rank) is not None and trace.rank_from == "default":
-            trace.rank, trace.rank_from = _int(info.rank), "distributedInfo"
+        rank = None if info is None else _count(info.rank, "distributedInfo.rank", trace.source)
+        if rank is not None and trace.rank_from == "default":
+            trace.rank, trace.rank_from = rank, "distributedInfo"
         if info is not None and trace.world_size is None:
-            trace.world_size = _int(info.world_size)
+            trace.world_size = _count(info.world_size, "distributedInfo.world_size", trace.source)
         if meta.deviceProperties and trace.device is None:
             trace.device = meta.deviceProperties[0].name
     if trace.rank_from == "default":
         m = _RANK_IN_NAME.search(base)
         if m:
-            trace.rank, trace.rank_from = int(m.group(1)), "file name"
+            trace.rank, trace.rank_from = _count(m.group(1), "rank in the file name", base), "file name"
 
 
 def _read_guarded(stream: BinaryIO, source: str, budget: Budget) -> RankTrace:
@@ -182,7 +199,7 @@ def name_id(name: str) -> int:
     return int.from_bytes(hashlib.blake2b(name.encode(), digest_size=8).digest(), "little") >> 1
 
 
-def _launch_times(trace: RankTrace, ts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _launch_times(trace: RankTrace, ts: np.ndarray, corr: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Each GPU event's CPU launch time (its runtime call, by correlation id), or its own ts
     when the launch is not in the trace; and whether the launch was found."""
     lc = np.frombuffer(trace.launch_corr, dtype=np.int64)
@@ -190,22 +207,24 @@ def _launch_times(trace: RankTrace, ts: np.ndarray) -> tuple[np.ndarray, np.ndar
         return ts, np.zeros(len(ts), dtype=bool)
     order = np.argsort(lc, kind="stable")
     lc, lt = lc[order], np.frombuffer(trace.launch_ts, dtype=np.float64)[order]
-    corr = np.frombuffer(trace.corr, dtype=np.int64)
     pos = np.minimum(np.searchsorted(lc, corr), len(lc) - 1)
     hit = (lc[pos] == corr) & (corr >= 0)
     return np.where(hit, lt[pos], ts), hit
 
 
-def _events_table(trace: RankTrace) -> pa.Table:
-    """GPU events sorted by start, each with the step whose window holds its launch.
+def _events_table(trace: RankTrace) -> tuple[pa.Table, list[tuple]]:
+    """GPU events sorted by start, each with the step whose window holds its launch, and the
+    rank's gpu_step_time rows.
 
     Like HTA, a GPU event belongs to the ProfilerStep window that holds its CPU launch
     (its own start when the launch is not in the trace). With two or more windows HTA
     keeps only events launched before the last window's start: the others are
     `hta_excluded`, and so are events whose launch is not in the trace.
     """
-    ts = np.frombuffer(trace.ts, dtype=np.float64)
-    launch, launched = _launch_times(trace, ts)
+    order = np.argsort(np.frombuffer(trace.ts, dtype=np.float64), kind="stable")
+    ts = np.frombuffer(trace.ts, dtype=np.float64)[order]
+    corr = np.frombuffer(trace.corr, dtype=np.int64)[order]
+    launch, launched = _launch_times(trace, ts, corr)
     steps = sorted(trace.steps, key=lambda s: s[1])
     n = len(ts)
     if steps:
@@ -213,38 +232,39 @@ def _events_table(trace: RankTrace) -> pa.Table:
         st = np.array([s[1] for s in steps], dtype=np.float64)
         se = st + np.array([s[2] for s in steps], dtype=np.float64)
         idx = np.searchsorted(st, launch, side="right") - 1
-        inside = (idx >= 0) & (launch < se[np.maximum(idx, 0)])
-        step, missing = sn[np.maximum(idx, 0)], ~inside
+        has_step = (idx >= 0) & (launch < se[np.maximum(idx, 0)])
+        step = sn[np.maximum(idx, 0)]
         excluded = ((launch >= st[-1]) | ~launched) if len(steps) >= 2 else np.zeros(n, dtype=bool)
     else:
-        step, missing = np.zeros(n, dtype=np.int32), np.ones(n, dtype=bool)
+        step, has_step = np.zeros(n, dtype=np.int32), np.zeros(n, dtype=bool)
         excluded = np.zeros(n, dtype=bool)
-    order = np.argsort(ts, kind="stable")
     ids = np.array([name_id(s) for s in trace.names], dtype=np.int64)
-    names = np.frombuffer(trace.name, dtype=np.int64)[order]
-    cols = {
+    kind = np.frombuffer(trace.kind, dtype=np.int8)[order]
+    dur = np.frombuffer(trace.dur, dtype=np.float64)[order]
+    table = pa.table({
         "rank": pa.array(np.full(n, trace.rank, dtype=np.int32)),
-        "step": pa.array(step[order], mask=missing[order]),
+        "step": pa.array(step, mask=~has_step),
         "stream": pa.array(np.frombuffer(trace.stream, dtype=np.int64)[order].astype(np.int32)),
-        "category": pa.DictionaryArray.from_arrays(
-            pa.array(np.frombuffer(trace.kind, dtype=np.int8)[order]), pa.array(CATEGORIES)),
-        "name_id": pa.array(ids[names] if n else ids[:0]),
-        "ts_us": pa.array(ts[order]),
-        "dur_us": pa.array(np.frombuffer(trace.dur, dtype=np.float64)[order]),
-        "hta_excluded": pa.array(excluded[order]),
-    }
-    return pa.table(cols)
+        "category": pa.array(np.array(CATEGORIES, dtype=object)[kind], pa.string()),
+        "name_id": pa.array(ids[np.frombuffer(trace.name, dtype=np.int64)[order]] if n else ids[:0]),
+        "ts_us": pa.array(ts),
+        "dur_us": pa.array(dur),
+        "hta_excluded": pa.array(excluded),
+    })
+    rows = step_time_rows(trace.rank, ts, dur, kind == COMPUTE, step, has_step, excluded)
+    return table, rows
 
 
 def _tables(traces: list[RankTrace]) -> dict[str, pa.Table]:
-    events = [_events_table(t) for t in traces]
+    built = [_events_table(t) for t in traces]
     names = {}
     for t in traces:
         for s in t.names:
             names.setdefault(name_id(s), s)
     steps = [(t.rank, s, ts, dur) for t in traces for s, ts, dur in t.steps]
     return {
-        "gpu_events": pa.concat_tables(events),
+        "gpu_events": pa.concat_tables([table for table, _ in built]),
+        "gpu_step_time": step_time_table([row for _, rows in built for row in rows]),
         "kernel_names": pa.table({"name_id": pa.array(list(names), pa.int64()),
                                   "name": pa.array(list(names.values()), pa.string())}),
         "profiler_steps": pa.table({
@@ -277,7 +297,7 @@ def _warnings(traces: list[RankTrace], skipped_members: list[str]) -> list[str]:
     ranks = [t.rank for t in traces]
     dups = sorted({r for r in ranks if ranks.count(r) > 1})
     if dups:
-        out.append(f"rank(s) {dups} appear in more than one trace file; their events are merged")
+        out.append(f"rank(s) {dups} come from more than one trace file; per-rank results mix those files")
     if skipped_members:
         out.append(f"skipped {len(skipped_members)} archive member(s) that are not .json/.json.gz "
                    f"traces, e.g. {skipped_members[0]}")

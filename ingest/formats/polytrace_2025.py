@@ -84,6 +84,8 @@ def parse(path: Path) -> Parsed:
         doc = _decoder.decode(data)
     except (msgspec.ValidationError, msgspec.DecodeError) as e:
         raise IngestError(f"{path.name}: {line_numbered(str(e))}") from None
+    except RecursionError:
+        raise IngestError(f"{path.name}: JSON nested too deeply") from None
     warnings: list[str] = []
     try:
         steps = sorted((_step(k), v) for k, v in doc.items())

@@ -16,7 +16,7 @@ import msgspec
 import numpy as np
 import pyarrow as pa
 
-from ingest.contract import Format, IngestError, Parsed
+from ingest.contract import Format, Parsed
 from ingest.formats.polytrace_packed import Length, SmallInt, decode_lines, samples_table
 from ingest.sniffing import first_line_keys
 
@@ -78,8 +78,6 @@ def sniff(head: bytes, name: str) -> bool:
 
 def parse(path: Path) -> Parsed:
     rollouts = decode_lines(_decoder, path)
-    if not rollouts:
-        raise IngestError(f"{path.name}: no rollouts")
     keys = {
         "step": np.fromiter((r.step for r in rollouts), np.int32, len(rollouts)),
         "prompt_id": np.fromiter((r.prompt_group_id for r in rollouts), np.int32, len(rollouts)),
@@ -101,9 +99,7 @@ def _samples(rollouts: list[Rollout], keys: dict) -> pa.Table:
     table = samples_table({
         "prompt_len": [r.prompt_len for r in rollouts],
         "response_len": [r.final_response_len for r in rollouts],
-        "truncated": [r.finish_reason == "length" or (r.max_response_len is not None and
-                                                      r.final_response_len >= r.max_response_len)
-                      for r in rollouts],
+        "truncated": [_truncated(r) for r in rollouts],
         "validate": [r.validate for r in rollouts],
         "turn_count": [len(r.turns) if r.turn_count is None else r.turn_count for r in rollouts],
         "tool_call_count": [len(r.tool_calls) if r.tool_call_count is None else r.tool_call_count
@@ -111,6 +107,14 @@ def _samples(rollouts: list[Rollout], keys: dict) -> pa.Table:
         "finish_reason": [r.finish_reason for r in rollouts],
     })
     return _with_keys(table, keys, None)
+
+
+def _truncated(r: Rollout) -> bool | None:
+    """Hit the cap: finish_reason 'length' or response >= max_response_len; NULL when neither is known."""
+    if r.finish_reason == "length" or (r.max_response_len is not None
+                                       and r.final_response_len >= r.max_response_len):
+        return True
+    return None if r.finish_reason is None and r.max_response_len is None else False
 
 
 def _with_keys(table: pa.Table, keys: dict, counts: np.ndarray | None) -> pa.Table:

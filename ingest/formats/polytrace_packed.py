@@ -40,6 +40,8 @@ def decode_lines(decoder: msgspec.json.Decoder, path: Path) -> list:
         return decoder.decode_lines(data)
     except (msgspec.ValidationError, msgspec.DecodeError) as e:
         raise IngestError(f"{path.name}: {line_numbered(str(e))}") from None
+    except RecursionError:
+        raise IngestError(f"{path.name}: JSON nested too deeply") from None
 
 
 def line_numbered(message: str) -> str:

@@ -45,7 +45,7 @@ def parse(path: Path) -> Parsed:
         _check_values(table)
     except IngestError as e:
         raise IngestError(f"{path.name}: {e}") from None
-    except (pa.ArrowException, ValueError) as e:
+    except (pa.ArrowException, ValueError, OSError) as e:  # a corrupt Parquet file raises OSError
         raise IngestError(f"{path.name}: {str(e).splitlines()[0]}") from None
     if not table.num_rows:
         raise IngestError(f"{path.name}: no rows")

@@ -109,8 +109,11 @@ def parse(path: Path) -> Parsed:
         raise IngestError(f"{path.name}: binary data, not a verl console log")
     text = data.decode("utf-8", errors="replace")
     metrics = StepMetrics()
-    for step, values, cut in step_lines(text):
-        metrics.add(step, values, truncated=cut)
+    try:
+        for step, values, cut in step_lines(text):
+            metrics.add(step, values, truncated=cut)
+    except IngestError as e:
+        raise IngestError(f"{path.name}: {e}") from None
     if not metrics.steps:
         raise IngestError(f"{path.name}: no verl step line ('step:N - key:value - ...') found")
     return metrics.parsed("step line", run=run_facts(text))

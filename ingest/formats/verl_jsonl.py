@@ -10,6 +10,7 @@ from typing import Any
 import msgspec
 
 from ingest.contract import Format, IngestError, Parsed
+from ingest.formats.polytrace_packed import SmallInt
 from ingest.sniffing import first_line, looks_binary
 from ingest.sources import read_bytes
 from ingest.step_metrics import StepMetrics
@@ -18,7 +19,7 @@ STEP_THEN_DATA = re.compile(rb'^\{\s*"step"\s*:\s*-?\d+\s*,\s*"data"\s*:\s*\{')
 
 
 class Line(msgspec.Struct, forbid_unknown_fields=True):
-    step: int
+    step: SmallInt
     data: dict[str, Any]
 
 
@@ -27,8 +28,12 @@ _decoder = msgspec.json.Decoder(Line)
 
 def numeric(data: dict[str, Any]) -> dict[str, float]:
     """Numeric values only (bools are not metrics); nested dicts are skipped."""
-    return {k: float(v) for k, v in data.items()
-            if isinstance(v, (int, float)) and not isinstance(v, bool)}
+    try:
+        return {k: float(v) for k, v in data.items()
+                if isinstance(v, (int, float)) and not isinstance(v, bool)}
+    except OverflowError:
+        # JSON integers are unbounded; one past the float range is not a metric value
+        raise IngestError("a metric value is out of the float range") from None
 
 
 def decode(line: bytes, number: int, name: str) -> Line:
@@ -38,6 +43,8 @@ def decode(line: bytes, number: int, name: str) -> Line:
         pass
     except msgspec.ValidationError as e:
         raise IngestError(f"{name}: line {number}: {e}") from None
+    except RecursionError:
+        raise IngestError(f"{name}: line {number}: JSON nested too deeply") from None
     # Python's json module writes NaN and Infinity, which strict JSON decoders reject.
     try:
         obj = json.loads(line, parse_constant=lambda c: {"NaN": math.nan, "Infinity": math.inf,
@@ -45,6 +52,8 @@ def decode(line: bytes, number: int, name: str) -> Line:
         return msgspec.convert(obj, Line)
     except (ValueError, msgspec.ValidationError) as e:
         raise IngestError(f"{name}: line {number}: not a verl metrics line ({e})") from None
+    except RecursionError:
+        raise IngestError(f"{name}: line {number}: JSON nested too deeply") from None
 
 
 def parse(path: Path) -> Parsed:
@@ -55,10 +64,13 @@ def parse(path: Path) -> Parsed:
     warnings: list[str] = []
     try:
         rows = _decoder.decode_lines(data)
-    except (msgspec.DecodeError, msgspec.ValidationError):
+    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
         rows = _tolerant_rows(data, path.name, warnings)
     for row in rows:
-        metrics.add(row.step, numeric(row.data))
+        try:
+            metrics.add(row.step, numeric(row.data))
+        except IngestError as e:
+            raise IngestError(f"{path.name}: step {row.step}: {e}") from None
     if not metrics.steps:
         raise IngestError(f"{path.name}: no verl metrics line ({{\"step\": N, \"data\": {{...}}}})")
     return metrics.parsed("line", run={"framework": "verl"}, warnings=warnings)
@@ -86,7 +98,7 @@ def sniff(head: bytes, name: str) -> bool:
     line = first_line(head)
     try:
         obj = json.loads(line)
-    except ValueError:
+    except (ValueError, RecursionError):
         return bool(STEP_THEN_DATA.match(line))  # a first line longer than the head
     return (isinstance(obj, dict) and set(obj) == {"step", "data"}
             and isinstance(obj["step"], int) and isinstance(obj["data"], dict))

@@ -12,7 +12,7 @@ import pyarrow.csv as pacsv
 
 from ingest.contract import Format, IngestError, Parsed
 from ingest.sniffing import looks_binary
-from ingest.sources import read_bytes
+from ingest.sources import check_utf8, read_bytes
 from ingest.step_metrics import StepMetrics
 
 STEP_COLUMNS = ("_step", "step")
@@ -47,6 +47,7 @@ def read_table(path: Path) -> pa.Table:
     data = read_bytes(path)
     if looks_binary(data[:4096]):
         raise IngestError(f"{path.name}: binary data, not a CSV export")
+    check_utf8(data, path.name)
     names = header(data)
     try:
         return pacsv.read_csv(
@@ -72,7 +73,10 @@ def parse(path: Path) -> Parsed:
         if step is None or not math.isfinite(step) or step != int(step):
             skipped += 1
             continue
-        metrics.add(int(step), {k: v[i] for k, v in columns.items() if v[i] is not None})
+        try:
+            metrics.add(int(step), {k: v[i] for k, v in columns.items() if v[i] is not None})
+        except IngestError as e:
+            raise IngestError(f"{path.name}: row {i + 1}: {e}") from None
     if not metrics.steps:
         raise IngestError(f"{path.name}: no row has a whole-number {step_name}")
     warnings = [f"{skipped} row(s) without a whole-number {step_name} skipped"] if skipped else []

@@ -57,6 +57,7 @@ class RunDetail(BaseModel):
 class Uploaded(BaseModel):
     ok: bool = True
     run_id: str
+    run_ids: list[str]  # several only when the upload is a Parquet lake of several runs
     format: str
     rows: dict[str, int]
     existing: bool
@@ -111,7 +112,7 @@ def build_router() -> APIRouter:
     return router
 
 
-def health(request: Request, settings: SettingsDep) -> dict:
+async def health(request: Request, settings: SettingsDep) -> dict:
     return {"ok": True, "version": request.app.version, "writes_need_token": settings.token is not None}
 
 
@@ -186,16 +187,6 @@ def _forced_format(value: str | None) -> str | None:
         raise ApiError(422, f"parameter 'format': {e}") from None
 
 
-def _default_name(upload: Upload) -> str:
-    names = upload.client_names
-    if len(names) == 1:
-        return names[0]
-    tops = {n.split("/")[0] for n in names}
-    if len(tops) == 1 and all("/" in n for n in names):
-        return tops.pop()
-    return f"{names[0]} (+{len(names) - 1})"
-
-
 def _claimed(path) -> bool:
     """Whether some format claims the file. An empty file, or one we cannot even sniff, is
     bad content (400) rather than an unsupported format (415)."""
@@ -205,27 +196,28 @@ def _claimed(path) -> bool:
         return True
 
 
+# ingest's hint names the CLI flag; over REST the same choice is the form field
 _FORMAT_HINT = ("try --format", "try the 'format' field")
 
 
-def _ingest_upload(upload: Upload, name: str, fmt: str | None, cur) -> IngestResult:
+def _ingest_upload(upload: Upload, name: str | None, fmt: str | None, cur) -> IngestResult:
     """Ingest the uploaded files as one run (several files ingest like a directory)."""
-    target = upload.files[0] if len(upload.files) == 1 else upload.files_dir
+    target = upload.files[0] if len(upload.files) == 1 else upload.folder
     unknown = fmt is None and not any(_claimed(p) for p in upload.files)
-    folder, prefix = str(upload.files_dir), str(upload.files_dir) + "/"
+    folder, prefix, label = str(upload.folder), str(upload.base) + "/", upload.folder.name
     try:
         return ingest_paths(cur, [target], name=name, format=fmt)
     except IngestError as e:
-        reason = str(e).replace(prefix, "").replace(folder, "upload").replace(*_FORMAT_HINT)
+        reason = str(e).replace(prefix, "").replace(folder, label).replace(*_FORMAT_HINT)
         raise ApiError(415 if unknown else 400, reason) from None
     finally:
         # The ingest log speaks of files as the client named them, not of our temporary paths.
         cur.execute(
             "UPDATE ingests SET "
-            "file_name = CASE WHEN file_name = $folder THEN $name ELSE substr(file_name, $cut) END, "
-            "error = replace(replace(replace(error, $prefix, ''), $folder, 'upload'), $hint, $fix) "
+            "file_name = CASE WHEN file_name = $folder THEN $label ELSE substr(file_name, $cut) END, "
+            "error = replace(replace(replace(error, $prefix, ''), $folder, $label), $hint, $fix) "
             "WHERE file_name = $folder OR starts_with(file_name, $prefix)",
-            {"folder": folder, "name": name, "cut": len(prefix) + 1, "prefix": prefix,
+            {"folder": folder, "label": label, "cut": len(prefix) + 1, "prefix": prefix,
              "hint": _FORMAT_HINT[0], "fix": _FORMAT_HINT[1]})
 
 
@@ -233,18 +225,20 @@ async def upload_run(request: Request, db: DbDep, settings: SettingsDep) -> Json
     upload = await receive(request, settings.max_upload_bytes)
     try:
         fmt = _forced_format(upload.fields.get("format"))
-        name = upload.fields.get("name") or _default_name(upload)
-        result = await run_in_threadpool(db.write, partial(_ingest_upload, upload, name, fmt))
+        if len(upload.files) > 1:
+            upload.name_folder()
+        result = await run_in_threadpool(db.write, partial(
+            _ingest_upload, upload, upload.fields.get("name") or None, fmt))
     finally:
         await run_in_threadpool(upload.discard)
-    body = {"ok": True, "run_id": result.run_id, "format": result.format, "rows": result.rows,
-            "existing": result.existing, "warnings": result.warnings}
+    body = {"ok": True, "run_id": result.run_id, "run_ids": result.run_ids, "format": result.format,
+            "rows": result.rows, "existing": result.existing, "warnings": result.warnings}
     return Json(body, status_code=200 if result.existing else 201)
 
 
 # --- queries ----------------------------------------------------------------------------------
 
-def list_queries() -> dict:
+async def list_queries() -> dict:
     return {"ok": True, "queries": [{**q.as_dict(), "url": f"/api/queries/{q.name}"}
                                     for q in load_catalog().values()]}
 

@@ -1,0 +1,48 @@
+"""HTA's temporal breakdown of one rank's GPU events (interval unions), computed once at ingest."""
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+
+COLUMNS = ("rank", "step", "include_last_step", "kernel_time_us", "busy_us", "compute_us")
+
+
+def union_us(ts: np.ndarray, end: np.ndarray) -> float:
+    """Length of the union of intervals [ts, end) given sorted by ts.
+
+    Each interval adds only the part of it past every earlier interval's end.
+    """
+    if not len(ts):
+        return 0.0
+    reach = np.maximum.accumulate(end)
+    before = np.concatenate((ts[:1], reach[:-1]))
+    return float(np.maximum(end - np.maximum(ts, before), 0.0).sum())
+
+
+def _row(ts: np.ndarray, end: np.ndarray, compute: np.ndarray) -> tuple[float, float, float]:
+    return (float(end.max() - ts.min()), union_us(ts, end), union_us(ts[compute], end[compute]))
+
+
+def step_time_rows(rank: int, ts: np.ndarray, dur: np.ndarray, compute: np.ndarray, step: np.ndarray,
+                   has_step: np.ndarray, excluded: np.ndarray) -> list[tuple]:
+    """gpu_step_time rows of one rank: whole trace (step None) and per step, with and without
+    the events HTA excludes by default. Arrays are aligned and sorted by ts."""
+    rows = []
+    end = ts + dur
+    for include in (False, True):
+        keep = np.ones(len(ts), dtype=bool) if include else ~excluded
+        if not keep.any():
+            continue
+        rows.append((rank, None, include, *_row(ts[keep], end[keep], compute[keep])))
+        idx = np.flatnonzero(keep & has_step)
+        idx = idx[np.argsort(step[idx], kind="stable")]  # by step, still by ts within a step
+        bounds = np.flatnonzero(np.diff(step[idx])) + 1
+        for group in np.split(idx, bounds) if len(idx) else []:
+            rows.append((rank, int(step[group[0]]), include, *_row(ts[group], end[group], compute[group])))
+    return rows
+
+
+def step_time_table(rows: list[tuple]) -> pa.Table:
+    cols = list(zip(*rows)) if rows else [[] for _ in COLUMNS]
+    types = (pa.int32(), pa.int32(), pa.bool_(), pa.float64(), pa.float64(), pa.float64())
+    return pa.table({name: pa.array(list(col), t) for name, col, t in zip(COLUMNS, cols, types)})

@@ -1,0 +1,91 @@
+"""Catalog queries on Apache Spark over a Parquet lake: local mode, or a cluster through Spark Connect."""
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+from ingest.contract import IngestError
+from ingest.formats.parquet_lake import is_lake, lake_tables
+from queries.catalog import Query, Result
+from queries.lake import canonical_schema
+from queries.translate import to_spark, view_body
+
+# ANSI on: Spark raises on overflow and bad casts instead of returning NULL, as DuckDB does.
+# Partition type inference off: run_id=0001 names a run, it is not the integer 1.
+SESSION_CONF = {
+    "spark.sql.ansi.enabled": "true",
+    "spark.sql.sources.partitionColumnTypeInference.enabled": "false",
+    "spark.sql.session.timeZone": "UTC",
+}
+LOCAL_CONF = {
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
+    "spark.sql.shuffle.partitions": "2",
+    "spark.driver.extraJavaOptions": "-XX:+UseSerialGC",
+}
+DUCKDB_TO_SPARK_TYPES = {"VARCHAR": "STRING", "INTEGER": "INT", "BIGINT": "BIGINT", "DOUBLE": "DOUBLE",
+                         "BOOLEAN": "BOOLEAN", "TIMESTAMP": "TIMESTAMP_NTZ", "JSON": "STRING"}
+
+
+class SparkUnavailable(Exception):
+    """pyspark is not installed, or no Java runtime to start it."""
+
+
+def session(remote: str | None = None, master: str = "local[2]"):
+    """A Spark session: Spark Connect at `remote` (sc://host:port), else a local one."""
+    try:
+        from pyspark.sql import SparkSession
+    except ImportError:
+        raise SparkUnavailable("--engine spark needs pyspark: pip install 'polytrace[spark]'") from None
+    builder = SparkSession.builder.appName("polytrace")
+    if remote:
+        builder = builder.remote(remote)
+    else:
+        if not shutil.which("java"):
+            raise SparkUnavailable("--engine spark in local mode needs a Java runtime (java on PATH)")
+        builder = builder.master(master)
+        for key, value in LOCAL_CONF.items():
+            builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    if not remote:
+        spark.sparkContext.setLogLevel("ERROR")
+    for key, value in SESSION_CONF.items():
+        spark.conf.set(key, value)
+    return spark
+
+
+def _spark_type(duckdb_type: str) -> str:
+    return DUCKDB_TO_SPARK_TYPES.get(duckdb_type, duckdb_type)
+
+
+def columns_of(columns: list[tuple[str, str]]) -> list[str]:
+    return [c for c, _ in columns]
+
+
+def register_lake(spark, root: str | Path) -> None:
+    """Temporary views over the lake named like the canonical tables, then the canonical views."""
+    root = Path(root)
+    if not is_lake(root):
+        raise IngestError(f"{root} is not a Parquet lake (no table=<name> directory)")
+    tables, views = canonical_schema()
+    present = lake_tables(root)
+    for table, columns in tables.items():
+        # The canonical schema is given, so Spark infers nothing (no job per table), a column
+        # the files lack reads as NULL, and run_id is a string whatever its value looks like.
+        schema = ", ".join(f"`{c}` {_spark_type(t)}" for c, t in columns)
+        table_dir = present.get(table)
+        if table_dir is not None and any(table_dir.glob("*/*.parquet")):
+            path = str(table_dir.resolve())
+            frame = spark.read.schema(schema).option("basePath", path).parquet(path)
+        else:
+            frame = spark.createDataFrame([], schema)
+        frame.select(*columns_of(columns)).createOrReplaceTempView(table)
+    for name, sql in views.items():
+        spark.sql(f"CREATE OR REPLACE TEMPORARY VIEW `{name}` AS {to_spark(view_body(sql))}")
+
+
+def execute(spark, query: Query, bound: dict[str, Any]) -> Result:
+    """Run a bound catalog query on Spark; the parameters stay bound (named markers)."""
+    frame = spark.sql(to_spark(query.sql), args=bound)
+    return Result(list(frame.columns), [tuple(r) for r in frame.collect()], False)

@@ -1,0 +1,1 @@
+"""Bad-input corpus: seeded, deterministic malformed inputs for every ingest format."""

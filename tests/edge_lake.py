@@ -1,0 +1,188 @@
+"""A tiny deterministic two-run database with the edge cases that split SQL engines, and its lake.
+
+Run ids look like trouble on purpose: `0001` is numeric-looking (a Hive reader that infers
+partition types makes it the integer 1) and `run.b` has a dot. Every table of the catalog
+gets rows: about 20 steps per run, tied timestamps, zero-length and fully contained GPU
+intervals, single-event steps, NULLs in measured columns, NaN metrics and a step that only
+verl metrics cover.
+"""
+from __future__ import annotations
+
+import math
+from decimal import Decimal
+from pathlib import Path
+
+import duckdb
+
+from ingest.aggregates import materialize
+from ingest.lake import export_runs
+from ingest.load import ensure_schema
+
+RUNS = ("0001", "run.b")
+
+ROWS = """
+INSERT INTO runs (run_id, name, format, max_response_len, n_gpus, created_at) VALUES
+    ('0001', 'edge numeric id', 'polytrace-packed', 64, 4, TIMESTAMP '2026-01-01 00:00:00'),
+    ('run.b', 'edge dotted id', 'polytrace-packed', NULL, NULL, TIMESTAMP '2026-01-02 00:00:00');
+
+-- 0001: 20 steps x 4 dp ranks x 3 prompts x 2 samples; lengths cycle through 0 and the cap.
+-- run.b: 18 steps, dp_rank NULL on odd prompts, one sample in step 17 (a single-event step).
+INSERT INTO samples (run_id, step, prompt_id, sample_id, rank, dp_rank, prompt_len, response_len,
+                     truncated, kept, used)
+SELECT '0001', s, p, j, d * 2, d, 10 + (s * 3 + p) % 7,
+       (s * 7 + p * 13 + j * 5 + d * 3) % 70,
+       CASE WHEN s % 5 = 0 THEN NULL ELSE (s * 7 + p * 13 + j * 5 + d * 3) % 70 >= 64 END,
+       CASE WHEN s % 4 = 1 THEN p <> 2 END, CASE WHEN s % 4 = 1 THEN p = 0 END
+FROM range(20) a(s), range(3) b(p), range(2) c(j), range(4) e(d)
+UNION ALL
+SELECT 'run.b', s, p, j, p, CASE WHEN p % 2 = 0 THEN p END, 5,
+       CASE WHEN s = 3 AND j = 1 THEN NULL ELSE (s * 11 + p * 3 + j) % 40 END, NULL, NULL, NULL
+FROM range(17) a(s), range(4) b(p), range(3) c(j)
+UNION ALL
+SELECT 'run.b', 17, 0, 0, 0, 0, 5, 9, NULL, NULL, NULL;
+
+-- reward and gen seconds per rank: ties in every third step, NULL tokens on rank 1
+INSERT INTO rank_stage (run_id, step, rank, dp_rank, stage, seconds, tokens)
+SELECT r, s, k, k, stage,
+       CASE WHEN s % 3 = 0 THEN 2.0 ELSE 1.0 + ((s * 5 + k * 3) % 7) / 4.0 END
+           + CASE WHEN stage = 'gen' THEN 10 ELSE 0 END,
+       CASE WHEN k = 1 THEN NULL ELSE 100 + s * 10 + k END
+FROM (VALUES ('0001'), ('run.b')) t(r), range(12) a(s), range(4) b(k),
+     (VALUES ('reward'), ('gen')) g(stage)
+WHERE NOT (r = 'run.b' AND stage = 'gen' AND s % 2 = 1);
+
+-- verl metrics: stage timings (with gaps), seqlen balance, NaN, and steps beyond the samples
+INSERT INTO step_metrics (run_id, step, key, value)
+SELECT r, s, k, CASE
+        WHEN k = 'timing_s/step' THEN 30 + s + (r = 'run.b')::INT * 2
+        WHEN k = 'timing_s/gen' THEN 10 + s % 4
+        WHEN k = 'timing_s/reward' AND s % 3 = 0 THEN NULL
+        WHEN k = 'timing_s/reward' THEN 2.5
+        WHEN k = 'timing_s/update_actor' THEN 8 + s / 2
+        WHEN k = 'global_seqlen/max' THEN 1000 + s * 10
+        WHEN k = 'global_seqlen/mean' THEN CASE WHEN s = 21 THEN 0 ELSE 800 + s END
+        WHEN k = 'global_seqlen/min' THEN 600 + s
+        WHEN k = 'perf/throughput' THEN CASE WHEN s = 4 THEN 'NaN'::DOUBLE ELSE 1e4 + s END
+        WHEN k = 'response_length/mean' THEN 20 + s
+        WHEN k = 'response_length/max' THEN 60 + s
+    END
+FROM (VALUES ('0001'), ('run.b')) t(r), range(23) a(s),
+     (VALUES ('timing_s/step'), ('timing_s/gen'), ('timing_s/reward'), ('timing_s/update_actor'),
+             ('global_seqlen/max'), ('global_seqlen/mean'), ('global_seqlen/min'),
+             ('perf/throughput'), ('response_length/mean'), ('response_length/max')) m(k)
+WHERE NOT (r = 'run.b' AND s = 7);
+
+-- multi-turn rollouts of 0001: 1 to 3 turns, cached tokens unknown on step 2
+INSERT INTO turns (run_id, step, prompt_id, sample_id, turn, prompt_tokens, cached_tokens,
+                   completion_tokens, engine_latency_s, finish_reason, tool_call_count)
+SELECT '0001', s, p, 0, t, 100 + t * 50, CASE WHEN s = 2 THEN NULL ELSE t * 40 END, 20 + p,
+       CASE WHEN p = 1 AND t = 0 THEN NULL ELSE 0.5 + ((s + p + t) % 5) * 0.25 END, 'stop', t
+FROM range(6) a(s), range(3) b(p), range(3) c(t)
+WHERE t <= p;
+
+INSERT INTO tool_calls (run_id, step, prompt_id, sample_id, turn, tool_name, latency_s, status)
+SELECT '0001', s, p, 0, t, 'python', 0.1 * ((s * 3 + p + t) % 4), 'ok'
+FROM range(6) a(s), range(3) b(p), range(3) c(t)
+WHERE t <= p AND t > 0;
+
+-- GPU events of ranks 0 and 1 in profiler steps 1..4 of each run: two streams, a tied start,
+-- a zero-length event, one fully inside another, events outside any step (step NULL) and
+-- HTA-excluded events in the last window.
+INSERT INTO gpu_events (run_id, rank, step, stream, category, name_id, ts_us, dur_us, hta_excluded)
+SELECT r, k, CASE WHEN i = 9 THEN NULL ELSE w END, 7 + i % 2,
+       CASE i % 3 WHEN 0 THEN 'compute' WHEN 1 THEN 'communication' ELSE 'memory' END,
+       i % 4, w * 1000 + k * 3 + CASE i WHEN 0 THEN 0 WHEN 1 THEN 0 WHEN 2 THEN 5 WHEN 3 THEN 7
+                                         WHEN 4 THEN 40 WHEN 5 THEN 41 WHEN 6 THEN 300
+                                         WHEN 7 THEN 300 WHEN 8 THEN 1500 ELSE 900 END,
+       CASE i WHEN 0 THEN 50 WHEN 1 THEN 20 WHEN 2 THEN 0 WHEN 3 THEN 10 WHEN 4 THEN 100
+              WHEN 5 THEN 2 WHEN 6 THEN 25.5 WHEN 7 THEN 25.5 WHEN 8 THEN 3 ELSE 12 END,
+       w = 4
+FROM (VALUES ('0001'), ('run.b')) t(r), range(2) a(k), range(1, 5) b(w), range(10) c(i)
+WHERE NOT (r = 'run.b' AND k = 1 AND w = 2 AND i > 0);
+
+INSERT INTO kernel_names (run_id, name_id, name)
+SELECT r, i, CASE i WHEN 0 THEN 'gemm' WHEN 1 THEN 'ncclAllReduce' WHEN 2 THEN 'Memcpy HtoD'
+                    ELSE 'softmax' END
+FROM (VALUES ('0001'), ('run.b')) t(r), range(4) c(i);
+
+INSERT INTO profiler_steps (run_id, rank, step, ts_us, dur_us)
+SELECT r, k, w, w * 1000 + k * 3, 1000 - k * (w % 2) * 100
+FROM (VALUES ('0001'), ('run.b')) t(r), range(2) a(k), range(1, 5) b(w);
+
+INSERT INTO gpu_ranks (run_id, rank, source, rank_from, world_size, gpu_events, profiler_steps)
+SELECT r, k, 'rank' || k || '.json', 'file name', 2, 40, 4
+FROM (VALUES ('0001'), ('run.b')) t(r), range(2) a(k);
+
+INSERT INTO whatif (run_id, step, policy, engine, n, tokens, max_len, predicted_s, idle_frac,
+                    speedup, calibration)
+SELECT '0001', s, p, e, 6, 100, 50, 10.0 + s + e - CASE p WHEN 'as-recorded' THEN 0 ELSE 2 END,
+       0.1 * e, CASE WHEN e IS NULL THEN 1.25 END, 'calib.json'
+FROM range(5) a(s), (VALUES ('as-recorded'), ('length-balanced')) b(p),
+     (VALUES (NULL), (0), (1)) c(e);
+"""
+
+
+def build_database() -> duckdb.DuckDBPyConnection:
+    """The two runs in a fresh in-memory database, aggregates materialized."""
+    con = duckdb.connect()
+    ensure_schema(con)
+    con.execute(ROWS)
+    for run_id in RUNS:
+        materialize(con, run_id)
+    return con
+
+
+def build_lake(con: duckdb.DuckDBPyConnection, root: Path) -> Path:
+    export_runs(con, list(RUNS), root)
+    return root
+
+
+def params_for(query) -> list[dict]:
+    """Parameter sets that walk each query's branches on the edge runs."""
+    from queries.catalog import bind
+
+    special = {
+        "fidelity": [{"bench_run": "run.b", "formal_run": "0001", "align": a} for a in ("index", "step")],
+        "metric": [{"run_id": r, "key": "timing_s/gen"} for r in RUNS],
+        "gpu_kernels": [{"run_id": "0001", "top": "2", "rank": "1"},
+                        {"run_id": "run.b", "include_last_step": "true"}],
+        "gpu_timeline": [{"run_id": "0001", "max_bars": "4"}, {"run_id": "run.b", "rank": "1", "step": "2"},
+                         {"run_id": "0001", "step": "4", "rank": "0"}],
+        "length_histogram": [{"run_id": "0001", "step_from": "3", "step_to": "9"}, {"run_id": "run.b"}],
+        "whatif": [{"run_id": "0001"}, {"run_id": "0001", "gpus": "8"}],
+    }
+    names = {p.name for p in query.params}
+    if query.name in special:
+        sets = special[query.name]
+    elif "run_id" in names:
+        sets = [{"run_id": r} for r in RUNS]
+        if "include_last_step" in names:
+            sets.append({"run_id": "0001", "include_last_step": "true"})
+    else:
+        sets = [{}]
+    return [bind(query, s) for s in sets]
+
+
+def same_value(a, b) -> bool:
+    """Integers equal, floats equal to 1e-9 (NaN equals NaN), everything else equal."""
+    if isinstance(a, Decimal) and a == a.to_integral_value():
+        a = int(a)
+    if isinstance(b, Decimal) and b == b.to_integral_value():
+        b = int(b)
+    if isinstance(a, float) or isinstance(b, float):
+        if a is None or b is None:
+            return a is b
+        if math.isnan(a) or math.isnan(b):
+            return math.isnan(a) and math.isnan(b)
+        return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-9)
+    if isinstance(a, bool) or isinstance(b, bool):
+        return type(a) is type(b) and a == b
+    return a == b
+
+
+def row_differences(expected: list[tuple], actual: list[tuple]) -> list[str]:
+    """What differs between two results, row by row in order; empty when they agree."""
+    if len(expected) != len(actual):
+        return [f"{len(actual)} rows != {len(expected)}"]
+    return [f"row {i}: {tuple(b)} != {tuple(a)}" for i, (a, b) in enumerate(zip(expected, actual))
+            if len(a) != len(b) or not all(same_value(x, y) for x, y in zip(a, b))]

@@ -1,0 +1,50 @@
+WITH job AS (
+  /* Packed logs name ranks dp_rank * tp with tp_rank 0: the stride between ranks is tp. */
+  SELECT
+    COALESCE(
+      :gpus,
+      (
+        SELECT
+          n_gpus
+        FROM runs
+        WHERE
+          run_id = :run_id
+      ),
+      MAX(rank) + (
+        MAX(rank) - MIN(rank)
+      ) DIV NULLIF(COUNT(DISTINCT rank) - 1, 0)
+    ) AS gpus
+  FROM samples
+  WHERE
+    run_id = :run_id
+), steps AS (
+  SELECT
+    w.step,
+    w.policy,
+    w.predicted_s,
+    w.idle_frac,
+    w.speedup,
+    b.predicted_s - w.predicted_s AS saved_s
+  FROM whatif AS w
+  JOIN whatif AS b
+    ON b.run_id = w.run_id
+    AND b.step = w.step
+    AND b.policy = 'as-recorded'
+    AND b.engine IS NULL
+  WHERE
+    w.run_id = :run_id AND w.engine IS NULL
+)
+SELECT
+  s.step,
+  s.policy,
+  s.predicted_s,
+  s.idle_frac AS rollout_idle_frac,
+  s.speedup,
+  s.saved_s,
+  CAST(j.gpus AS INT) AS gpus,
+  s.saved_s * j.gpus / 3600.0 AS gpu_hours_saved,
+  CAST(SUM(s.saved_s) OVER (PARTITION BY s.policy) AS DOUBLE) * j.gpus / 3600.0 AS run_gpu_hours_saved
+FROM steps AS s, job AS j
+ORDER BY
+  s.step NULLS LAST,
+  s.policy NULLS LAST

@@ -1,0 +1,166 @@
+"""The catalog with DuckDB over a Parquet lake (query --lake, serve --lake, ingest --lake) equals the database."""
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import duckdb
+import httpx
+import pytest
+
+from ingest.contract import IngestError
+from ingest.lake import export_runs
+from ingest.load import ingest_paths, open_db
+from polytrace.cli import main
+from queries import lake
+from queries.catalog import bind, execute, get_query, load_catalog
+from tests.edge_lake import RUNS, build_database, build_lake, params_for, row_differences
+from tests.goldens import case_names, load_case
+
+DAPO = "polytrace/verl/profile/packed_length_log/20260614_023133"
+KINETO = "kineto/trace_filter"
+CASES = [(name, params) for name, query in load_catalog().items() for params in params_for(query)]
+
+
+@pytest.fixture(scope="module")
+def edge(tmp_path_factory):
+    native = build_database()
+    root = build_lake(native, tmp_path_factory.mktemp("edge") / "lake")
+    over_lake = lake.open_lake(root)
+    yield native, over_lake, root
+    over_lake.close()
+    native.close()
+
+
+@pytest.mark.parametrize("name,params", CASES, ids=[f"{n}-{i}" for i, (n, _) in enumerate(CASES)])
+def test_query_over_the_lake_equals_the_database(edge, name, params):
+    native, over_lake, _ = edge
+    query = get_query(name)
+    expected, actual = execute(native, query, params), execute(over_lake, query, params)
+    assert actual.columns == expected.columns
+    assert row_differences(expected.rows, actual.rows) == []
+    assert [type(v) for r in actual.rows for v in r] == [type(v) for r in expected.rows for v in r]
+
+
+def test_every_query_is_compared_with_rows():
+    """The edge runs give every catalog query some rows, so equality above means something."""
+    native = build_database()
+    with_rows = {n for n, p in CASES if execute(native, get_query(n), p).rows}
+    assert set(load_catalog()) - with_rows == set()
+
+
+@pytest.mark.parametrize("case", case_names())
+def test_golden_cases_round_trip_through_the_lake(case, tmp_path):
+    native = load_case(case)
+    run_ids = [r[0] for r in native.execute("SELECT run_id FROM runs").fetchall()]
+    over_lake = lake.open_lake(build_lake_of(native, run_ids, tmp_path / "lake"))
+    for query in load_catalog().values():
+        for run_id in run_ids:
+            params = _params(query, run_id)
+            assert row_differences(execute(native, query, params).rows,
+                                   execute(over_lake, query, params).rows) == [], query.name
+
+
+def build_lake_of(con, run_ids: list[str], root: Path) -> Path:
+    export_runs(con, run_ids, root)
+    return root
+
+
+def _params(query, run_id: str) -> dict:
+    fillers = {"INTEGER": 1, "BIGINT": 1, "DOUBLE": 0.5, "BOOLEAN": False, "VARCHAR": "x"}
+    values = {p.name: fillers[p.type] for p in query.params if p.required}
+    values.update({k: run_id for k in ("run_id", "bench_run", "formal_run") if k in values})
+    return bind(query, values)
+
+
+# A window over a partition-filtered scan: DuckDB 2.0.x's window_self_join optimizer drops
+# the run_id filter on one side and counts the rows of every run.
+WINDOW_OVER_PARTITION = ("SELECT count(*), sum(per_key) FROM (SELECT count(*) OVER (PARTITION BY key) "
+                         "AS per_key FROM step_metrics WHERE run_id = $run_id)")
+
+
+def test_window_self_join_regression(edge, monkeypatch):
+    native, over_lake, root = edge
+    # 0001 has 230 metric rows over 10 keys of 23 rows each: sum of per-key counts = 230 * 23
+    expected = [(230, 230 * 23)]
+    assert native.execute(WINDOW_OVER_PARTITION, {"run_id": "0001"}).fetchall() == expected
+    assert over_lake.execute(WINDOW_OVER_PARTITION, {"run_id": "0001"}).fetchall() == expected
+    monkeypatch.setattr(lake, "LAKE_SETTINGS", ())
+    unpatched = lake.open_lake(root).execute(WINDOW_OVER_PARTITION, {"run_id": "0001"}).fetchall()
+    if unpatched == expected:
+        pytest.skip("this DuckDB no longer has the window_self_join bug; the setting can go")
+    assert unpatched != expected
+
+
+def test_numeric_looking_run_id_stays_text(edge):
+    _, over_lake, _ = edge
+    assert over_lake.execute("SELECT DISTINCT run_id FROM samples ORDER BY 1").fetchall() == [
+        ("0001",), ("run.b",)]
+    assert over_lake.execute("SELECT count(*) FROM samples WHERE run_id = '1'").fetchall() == [(0,)]
+    assert over_lake.execute("SELECT typeof(run_id) FROM runs LIMIT 1").fetchall() == [("VARCHAR",)]
+
+
+def test_lake_connection_reads_only_the_lake(edge):
+    _, over_lake, _ = edge
+    with pytest.raises(duckdb.PermissionException):
+        over_lake.execute("SELECT * FROM read_csv('/etc/hostname')").fetchall()
+    with pytest.raises(duckdb.Error):
+        over_lake.execute("SET enable_external_access = true")
+
+
+def test_missing_tables_are_empty_and_not_a_lake_is_refused(tmp_path):
+    native = build_database()
+    root = tmp_path / "lake"
+    export_runs(native, ["0001"], root)
+    shutil.rmtree(root / "table=turns")
+    con = lake.open_lake(root)
+    assert con.execute("SELECT count(*) FROM turns").fetchall() == [(0,)]
+    assert con.execute("SELECT count(*) FROM samples").fetchall() == [(480,)]
+    with pytest.raises(IngestError, match="not a Parquet lake"):
+        lake.open_lake(tmp_path)
+
+
+def test_cli_query_over_the_lake(edge, capsys):
+    native, _, root = edge
+    assert main(["query", "length_stats", "--lake", str(root), "-p", "run_id=0001",
+                 "--output", "csv"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 1 + 20
+    assert lines[1].startswith("0,24,")
+    assert main(["query", "length_stats", "--lake", str(root.parent), "-p", "run_id=0001"]) == 2
+    assert "is not a Parquet lake" in capsys.readouterr().err
+    assert main(["query", "length_stats", "--engine", "spark", "-p", "run_id=0001"]) == 2
+    assert "--engine spark reads a Parquet lake" in capsys.readouterr().err
+
+
+def test_serve_over_the_lake_reads_and_refuses_writes(edge, make_server):
+    native, _, root = edge
+    srv = make_server(lake=str(root))
+    runs = httpx.get(f"{srv.url}/api/runs").json()["runs"]
+    assert sorted(r["run_id"] for r in runs) == sorted(RUNS)
+    answer = httpx.get(f"{srv.url}/api/queries/rollout_tail", params={"run_id": "run.b"}).json()
+    query = get_query("rollout_tail")
+    expected = execute(native, query, bind(query, {"run_id": "run.b"}))
+    assert answer["columns"] == expected.columns
+    assert row_differences(expected.rows, [tuple(r) for r in answer["rows"]]) == []
+    upload = httpx.post(f"{srv.url}/api/runs", files={"file": ("x.jsonl", b"{}\n")})
+    assert upload.status_code == 405
+    assert upload.json() == {"ok": False, "status": 405, "error": (
+        f"this server reads the Parquet lake {root} and cannot change it; add runs with "
+        "`polytrace ingest --lake` or `polytrace export`")}
+    assert httpx.delete(f"{srv.url}/api/runs/0001").status_code == 405
+    assert httpx.get(f"{srv.url}/runs/0001").status_code == 200
+
+
+def test_shared_traces_query_the_same_over_the_lake(shared_data, tmp_path):
+    native = open_db(tmp_path / "native.duckdb")
+    run_ids = [ingest_paths(native, [shared_data / d]).run_id for d in (DAPO, KINETO)]
+    over_lake = lake.open_lake(build_lake_of(native, run_ids, tmp_path / "lake"))
+    compared = 0
+    for query in load_catalog().values():
+        for run_id in run_ids:
+            params = _params(query, run_id)
+            expected = execute(native, query, params).rows
+            assert row_differences(expected, execute(over_lake, query, params).rows) == [], query.name
+            compared += bool(expected)
+    assert compared >= 10
