@@ -33,6 +33,8 @@ def _progress_bar():
 def cmd_ingest(args) -> int:
     from ingest.load import ingest_paths, open_db
 
+    if args.lake:
+        return _ingest_to_lake(args)
     con = open_db(args.db)
     bar, update = _progress_bar()
     try:
@@ -50,6 +52,22 @@ def cmd_ingest(args) -> int:
     state = "already ingested" if result.existing else "ingested"
     print(f"{state} {result.format}: {rows}", file=sys.stderr)
     print("\n".join(result.run_ids))
+    return 0
+
+
+def _ingest_to_lake(args) -> int:
+    from ingest.lake_ingest import ingest_to_lake
+
+    if args.jobs is not None and args.jobs < 1:
+        raise CliError(f"--jobs must be at least 1, got {args.jobs}")
+    result = ingest_to_lake([Path(p) for p in args.paths], Path(args.lake), name=args.name,
+                            format=args.format, force=args.force, jobs=args.jobs)
+    for w in result.warnings:
+        print(f"warning: {w}", file=sys.stderr)
+    rows = ", ".join(f"{t}={n}" for t, n in result.rows.items())
+    state = "already in the lake" if result.existing else f"ingested into {args.lake}"
+    print(f"{state} {result.format}: {rows}", file=sys.stderr)
+    print(result.run_id)
     return 0
 
 
@@ -290,6 +308,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--name", help="run name (default: the file or directory name)")
     p.add_argument("--format", help="skip detection and parse as this format")
     p.add_argument("--force", action="store_true", help="ingest again even if the same content exists")
+    p.add_argument("--lake", metavar="DIR", help="write the run into this Parquet lake instead of --db, "
+                   "parsing the input files in parallel processes")
+    p.add_argument("--jobs", type=int, metavar="N",
+                   help="with --lake: parsing processes (default: one per CPU)")
     p.set_defaults(func=cmd_ingest)
 
     p = sub.add_parser("query", help="run a catalog query")

@@ -13,8 +13,10 @@ from decimal import Decimal
 from pathlib import Path
 
 import duckdb
+import numpy as np
 
 from ingest.aggregates import materialize
+from ingest.gpu_time import step_time_rows, step_time_table
 from ingest.lake import export_runs
 from ingest.load import ensure_schema
 
@@ -128,8 +130,24 @@ def build_database() -> duckdb.DuckDBPyConnection:
     ensure_schema(con)
     con.execute(ROWS)
     for run_id in RUNS:
+        _gpu_step_time(con, run_id)
         materialize(con, run_id)
     return con
+
+
+def _gpu_step_time(con: duckdb.DuckDBPyConnection, run_id: str) -> None:
+    """gpu_step_time as the kineto parser computes it at ingest, from the events above."""
+    rows = []
+    for (rank,) in con.execute("SELECT DISTINCT rank FROM gpu_events WHERE run_id = ? ORDER BY 1",
+                               [run_id]).fetchall():
+        ev = con.execute(
+            "SELECT ts_us, dur_us, category = 'compute', coalesce(step, 0), step IS NOT NULL, "
+            "hta_excluded FROM gpu_events WHERE run_id = ? AND rank = ? ORDER BY ts_us",
+            [run_id, rank]).fetchnumpy()
+        rows += step_time_rows(rank, *(np.asarray(a) for a in ev.values()))
+    con.register("_step_time", step_time_table(rows))
+    con.execute("INSERT INTO gpu_step_time BY NAME SELECT *, ? AS run_id FROM _step_time", [run_id])
+    con.unregister("_step_time")
 
 
 def build_lake(con: duckdb.DuckDBPyConnection, root: Path) -> Path:

@@ -164,3 +164,34 @@ def test_shared_traces_query_the_same_over_the_lake(shared_data, tmp_path):
             assert row_differences(expected, execute(over_lake, query, params).rows) == [], query.name
             compared += bool(expected)
     assert compared >= 10
+
+
+def test_ingest_into_the_lake_equals_ingest_into_a_database(shared_data, tmp_path, capsys):
+    """Two rank files parsed by two processes, published as one run: the same run id (the
+    content hash), tables and query answers as a plain ingest."""
+    native = open_db(tmp_path / "native.duckdb")
+    run_id = ingest_paths(native, [shared_data / KINETO]).run_id
+    root = tmp_path / "lake"
+    assert main(["ingest", str(shared_data / KINETO), "--lake", str(root), "--jobs", "2"]) == 0
+    assert capsys.readouterr().out.strip() == run_id
+    over_lake = lake.open_lake(root)
+    assert over_lake.execute("SELECT count(DISTINCT rank), count(*) FROM gpu_events").fetchall() == \
+        native.execute("SELECT count(DISTINCT rank), count(*) FROM gpu_events").fetchall()
+    for query in load_catalog().values():
+        params = _params(query, run_id)
+        assert row_differences(execute(native, query, params).rows,
+                               execute(over_lake, query, params).rows) == [], query.name
+    assert main(["ingest", str(shared_data / KINETO), "--lake", str(root)]) == 0
+    assert "already in the lake" in capsys.readouterr().err
+    assert sorted(p.name for p in root.iterdir()) == sorted(
+        p.name for p in root.iterdir() if p.name.startswith("table="))
+
+
+def test_bad_input_leaves_the_lake_untouched(edge, tmp_path, capsys):
+    _, _, root = edge
+    before = sorted(str(p.relative_to(root)) for p in root.rglob("*"))
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"traceEvents": [')
+    assert main(["ingest", str(bad), "--format", "kineto", "--lake", str(root)]) == 2
+    assert capsys.readouterr().err.startswith("error: bad.json")
+    assert sorted(str(p.relative_to(root)) for p in root.rglob("*")) == before

@@ -4,14 +4,20 @@ from __future__ import annotations
 from pathlib import Path
 
 import pyarrow as pa
-import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 from ingest.contract import Format, IngestError, Parsed
 
 PART_FILE = "part-0.parquet"
-# Read run_id as text: a partition named run_id=0001 is an id, not the number 1.
-RUN_PARTITION = ds.partitioning(pa.schema([("run_id", pa.string())]), flavor="hive")
+
+
+def lake_dataset(table_dir: Path):
+    # Imported here: pyarrow.dataset pulls in pandas, which every other ingest can skip.
+    import pyarrow.dataset as ds
+
+    # Read run_id as text: a partition named run_id=0001 is an id, not the number 1.
+    partitioning = ds.partitioning(pa.schema([("run_id", pa.string())]), flavor="hive")
+    return ds.dataset(table_dir, format="parquet", partitioning=partitioning)
 
 
 def partition_dir(root: Path, table: str, run_id: str) -> Path:
@@ -52,7 +58,7 @@ def parse(path: Path) -> Parsed:
                               "that has no row in table=runs")
         for part in parts.values():
             _check_files(path, part)
-        parsed.tables[table] = ds.dataset(table_dir, format="parquet", partitioning=RUN_PARTITION)
+        parsed.tables[table] = lake_dataset(table_dir)
     return parsed
 
 
@@ -62,7 +68,10 @@ def _read_runs(lake: Path, runs_dir: Path) -> list[dict]:
         raise IngestError(f"{lake.name}: Parquet lake holds no run")
     runs = []
     for run_id, part in parts.items():
-        rows = _read_table(lake, part).to_pylist()
+        try:
+            rows = _read_table(lake, part).to_pylist()
+        except ValueError as e:  # a text cell that is not UTF-8
+            raise IngestError(f"{lake.name}: table=runs/run_id={run_id}: unreadable ({e})") from None
         if len(rows) != 1:
             raise IngestError(f"{lake.name}: table=runs/run_id={run_id} holds {len(rows)} rows, not 1")
         runs.append({**rows[0], "run_id": run_id})
@@ -80,7 +89,7 @@ def _check_files(lake: Path, part: Path) -> None:
 def _read_schema(lake: Path, f: Path) -> pa.Schema:
     try:
         return pq.read_schema(f)
-    except (pa.ArrowException, OSError) as e:
+    except (pa.ArrowException, OSError, ValueError) as e:  # ValueError: metadata that is not UTF-8
         raise IngestError(f"{lake.name}: {f.relative_to(lake)}: not a readable Parquet file "
                           f"({str(e).splitlines()[0]})") from None
 
@@ -88,7 +97,7 @@ def _read_schema(lake: Path, f: Path) -> pa.Schema:
 def _read_table(lake: Path, part: Path) -> pa.Table:
     try:
         return pq.read_table(part)
-    except (pa.ArrowException, OSError) as e:
+    except (pa.ArrowException, OSError, ValueError) as e:  # ValueError: metadata that is not UTF-8
         raise IngestError(f"{lake.name}: {part.relative_to(lake)}: unreadable "
                           f"({str(e).splitlines()[0]})") from None
 

@@ -20,7 +20,10 @@ STEP_COLUMNS = ("_step", "step")
 
 def header(head: bytes) -> list[str]:
     text = head.split(b"\n", 1)[0].decode("utf-8", errors="replace").lstrip("\ufeff")
-    return next(csv.reader([text]), [])
+    try:
+        return next(csv.reader([text]), [])
+    except csv.Error:  # e.g. a stray carriage return inside the header line
+        return []
 
 
 def step_column(names: list[str]) -> str | None:

@@ -6,13 +6,12 @@ derived from `random.Random(f"{format}:{i}")`, so a case is the same on every ru
 """
 from __future__ import annotations
 
-import io
 import json
 import random
 from dataclasses import dataclass, replace
 
 from tests.corpus import mutations as m
-from tests.corpus.seeds import Seed, jsonl, seeds, tar_gz, zip_of
+from tests.corpus.seeds import Seed, jsonl, kineto_trace, seeds, tar_gz, zip_of
 
 CASES_PER_FORMAT = 200
 
@@ -240,7 +239,7 @@ def _parquet_cases(fmt: str, seed: Seed) -> list[Case]:
 
 
 def _archive_cases(fmt: str, seed: Seed, pack) -> list[Case]:
-    trace = json.dumps(seeds_kineto_trace()).encode()
+    trace = json.dumps(kineto_trace(0)).encode()
     traversal = ["../escape.json", "/abs/rank1.json", "a/../../b.json", "..\\..\\win.json", "C:/x/rank1.json"]
     bad = [(f"member name {name!r}", pack({"traces/rank0.json": trace, name: trace})) for name in traversal]
     bad += [
@@ -255,12 +254,6 @@ def _archive_cases(fmt: str, seed: Seed, pack) -> list[Case]:
         bad += [("only a symlink member", tar_gz({}, {"traces/rank1.json": b"2"})),
                 ("only a hardlink member", tar_gz({}, {"traces/rank1.json": b"1"}))]
     return _raw_lines(fmt, seed, bad)
-
-
-def seeds_kineto_trace() -> dict:
-    from tests.corpus.seeds import kineto_trace
-
-    return kineto_trace(0)
 
 
 def _generic(fmt: str, seed: Seed) -> list[Case]:

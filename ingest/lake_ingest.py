@@ -1,0 +1,101 @@
+"""`polytrace ingest --lake`: each input file parsed by its own process straight to Parquet, then
+published into the lake as one run.
+
+Parsing is the slow part (JSON traces, one file per rank), so it runs in a process pool;
+each worker writes its Arrow tables to Parquet files in a staging directory inside the lake.
+The parent then assembles the run exactly as `ingest` into a database would (run row,
+sample filters, ingest log, per-step aggregates), in an in-memory DuckDB reading those files,
+and publishes its partitions with `export_runs`, so a reader never sees half a run.
+"""
+from __future__ import annotations
+
+import multiprocessing
+import shutil
+import tempfile
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+import duckdb
+import pyarrow.parquet as pq
+
+from ingest import load, registry
+from ingest.contract import IngestError, Parsed
+from ingest.formats.parquet_lake import lake_dataset, lake_tables
+from ingest.lake import export_runs
+
+
+def ingest_to_lake(paths: list[Path], lake: Path, *, name: str | None = None,
+                   format: str | None = None, force: bool = False,
+                   jobs: int | None = None) -> load.IngestResult:
+    """Ingest files (or directories of files) as one run of the lake at `lake`; returns its id.
+
+    The same content already in the lake is not ingested twice unless `force`.
+    """
+    files = load._collect(paths, format)
+    if any(f.format.claims_directory for f in files):
+        raise IngestError("a Parquet lake is already a lake: ingest it into a database, "
+                          "or copy its run_id=<id> partitions")
+    if not files:
+        raise IngestError("no trace files among the inputs")
+    digest = load._run_digest(files)
+    con = duckdb.connect()
+    load.ensure_schema(con)
+    _known_runs(con, lake)
+    existing = con.execute("SELECT run_id FROM runs WHERE sha256 = ?", [digest]).fetchone()
+    if existing and not force:
+        return load.IngestResult(existing[0], "+".join(sorted({f.format.name for f in files})), {},
+                                 existing=True)
+    lake.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=".ingest-", dir=lake))
+    try:
+        _parse_in_parallel(files, staging, jobs)
+        run_id = load._new_run_id(con, digest)
+        result = load._write(con, run_id, digest, files, name or load._default_name(paths))
+        export_runs(con, [run_id], lake)
+        return result
+    except duckdb.Error as e:
+        raise IngestError(f"the data was rejected: {str(e).splitlines()[0]}") from None
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+        con.close()
+
+
+def _known_runs(con, lake: Path) -> None:
+    """The lake's run ids and content hashes, so that dedup and fresh ids see them."""
+    runs_dir = lake_tables(lake).get("runs") if lake.is_dir() else None
+    if runs_dir is None or not any(runs_dir.glob("*/*.parquet")):
+        return
+    runs = lake_dataset(runs_dir).to_table(
+        columns=["run_id", "sha256"])
+    con.register("_lake_runs", runs)
+    con.execute("INSERT INTO runs (run_id, sha256) SELECT run_id, sha256 FROM _lake_runs")
+    con.unregister("_lake_runs")
+
+
+def _parse_in_parallel(files: list[load._File], staging: Path, jobs: int | None) -> None:
+    work = [(i, f.path, f.format.name, staging) for i, f in enumerate(files)]
+    if len(files) == 1 or jobs == 1:
+        done = [_parse_to_parquet(*w) for w in work]
+    else:
+        # forkserver: the parent may hold DuckDB and Arrow threads, which fork would copy mid-flight
+        context = multiprocessing.get_context("forkserver")
+        with ProcessPoolExecutor(max_workers=jobs, mp_context=context) as pool:
+            done = list(pool.map(_parse_to_parquet, *zip(*work)))
+    for f, (tables, run, warnings, started) in zip(files, done):
+        f.parsed = Parsed(tables={t: pq.read_table(p) for t, p in tables.items()}, run=run,
+                          warnings=warnings)
+        f.started = started
+
+
+def _parse_to_parquet(i: int, path: Path, format_name: str, staging: Path):
+    """In a worker: parse one file, write each of its tables to staging; return the file paths.
+    The format travels by name: formats hold functions, which do not pickle."""
+    f = load._File(path, "", 0, registry.get(format_name))
+    load._parse_each([f], None)
+    tables = {}
+    for table, data in f.parsed.tables.items():
+        path = staging / f"{i}-{table}.parquet"
+        pq.write_table(data, path)
+        tables[table] = path
+    return tables, f.parsed.run, f.parsed.warnings, f.started
+
