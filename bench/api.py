@@ -3,7 +3,8 @@
 Synthesizes one run with numpy (packed-shaped samples with lognormal lengths and DAPO
 filter flags as a samples-table Parquet file, plus reward_timings JSONL per step), ingests
 it with ingest_paths (so per-step aggregates are materialized as in any ingest), times
-each dashboard query in process on one cursor (the baseline), then starts
+each dashboard query in process (the baseline: alone on one cursor, and on N cursors at
+once, which shows what the machine itself allows), then starts
 `polytrace serve` in a subprocess and drives N concurrent httpx clients on loopback for a
 bounded time per query, once with the result cache off (every request runs the SQL) and
 once on (the default). Prints p50/p95 latency and throughput, and the target check
@@ -19,6 +20,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -86,43 +88,57 @@ def pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))] * 1000
 
 
-def in_process(db: Path, queries, seconds: float) -> dict[str, list[float]]:
-    """The baseline: each query alone, back to back on one cursor, no HTTP."""
+def in_process(db: Path, queries, seconds: float, threads: int) -> dict[str, list[float]]:
+    """The baseline: each query back to back on `threads` cursors of one connection, no HTTP."""
     con = open_db(db)
     out = {}
     try:
         for name, params in queries:
             q = load_catalog()[name]
             bound = bind(q, params)
-            times, stop = [], time.perf_counter() + seconds
-            while time.perf_counter() < stop or len(times) < 3:
-                start = time.perf_counter()
-                execute(con, q, bound, 100_000)
-                times.append(time.perf_counter() - start)
+            times: list[float] = []
+            stop = time.perf_counter() + seconds
+
+            def client() -> None:
+                cur = con.cursor()
+                while time.perf_counter() < stop or len(times) < 3:
+                    start = time.perf_counter()
+                    execute(cur, q, bound, 100_000)
+                    times.append(time.perf_counter() - start)
+                cur.close()
+
+            workers = [threading.Thread(target=client) for _ in range(threads)]
+            for w in workers:
+                w.start()
+            for w in workers:
+                w.join()
             out[name] = times
     finally:
         con.close()
     return out
 
 
-async def hammer(url: str, params: dict, clients: int, seconds: float) -> tuple[list[float], int]:
+async def hammer(url: str, params: dict, clients: int, seconds: float) -> tuple[list[float], int, float]:
     """`clients` keep-alive connections each sending the request back to back for `seconds`."""
     latencies: list[float] = []
     errors = 0
-    stop = time.perf_counter() + seconds
     limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
     async with httpx.AsyncClient(timeout=60, limits=limits) as client:
         async def one() -> None:
             nonlocal errors
-            while time.perf_counter() < stop:
+            while True:
                 start = time.perf_counter()
                 r = await client.get(url, params=params)
                 latencies.append(time.perf_counter() - start)
                 errors += r.status_code != 200
+                if start > stop:
+                    return
 
         await client.get(url, params=params)  # warm the connection and the page cache
+        began = time.perf_counter()
+        stop = began + seconds
         await asyncio.gather(*(one() for _ in range(clients)))
-    return latencies, errors
+    return latencies, errors, time.perf_counter() - began
 
 
 def free_port() -> int:
@@ -149,6 +165,52 @@ def start_server(db: Path, port: int, cache_rows: int) -> subprocess.Popen:
     sys.exit("polytrace serve did not come up")
 
 
+def ensure_run(db: Path, tmp: Path, samples: int, steps: int) -> str:
+    """The bench run's id, synthesizing and ingesting it unless the database already has it."""
+    con = open_db(db)
+    try:
+        found = con.execute("SELECT run_id FROM runs WHERE name = 'bench-api' LIMIT 1").fetchone()
+        if found:
+            run_id = found[0]
+        else:
+            src = tmp / "run"
+            src.mkdir()
+            start = time.perf_counter()
+            write_run(src, samples, steps)
+            made = time.perf_counter()
+            result = ingest_paths(con, [src], name="bench-api")
+            run_id = result.run_id
+            print(f"synthesized in {made - start:.1f} s, ingested {result.rows} "
+                  f"in {time.perf_counter() - made:.1f} s")
+        n = con.execute("SELECT count(*) FROM samples WHERE run_id = ?", [run_id]).fetchone()[0]
+        print(f"run {run_id}: {n:,} samples")
+        return run_id
+    finally:
+        con.close()
+
+
+def print_table(queries, alone, crowded, rest, clients: int, baseline_s: float) -> None:
+    print(f"\n{'':<22} {'in-process, 1 thread':>20}   {f'in-process, {clients} threads':>26}   "
+          f"{'REST, cache off':>26}   {'REST, cache on':>26}")
+    print(f"{'query':<22} {'p50':>8} {'p95':>8}   " + "   ".join([f"{'p50':>8} {'p95':>8} {'q/s':>8}"] * 3))
+    missed: dict[int, list[str]] = {cache: [] for cache in rest}
+    for name, _ in queries:
+        busy = crowded[name]
+        cells = [f"{pct(alone[name], 0.5):>6.1f}ms {pct(alone[name], 0.95):>6.1f}ms",
+                 f"{pct(busy, 0.5):>6.1f}ms {pct(busy, 0.95):>6.1f}ms {len(busy) / baseline_s:>8.1f}"]
+        for cache, answers in rest.items():
+            lat, errors, wall = answers[name]
+            if pct(lat, 0.95) >= TARGET_P95_MS or errors:
+                missed[cache].append(name)
+            cells.append(f"{pct(lat, 0.5):>6.1f}ms {pct(lat, 0.95):>6.1f}ms {len(lat) / wall:>8.1f}"
+                         + (f" ({errors} errors)" if errors else ""))
+        print(f"{name:<22} " + "   ".join(cells))
+    for cache, names in missed.items():
+        print(f"p95 < {TARGET_P95_MS:g} ms at {clients} clients, cache {'on' if cache else 'off'}: "
+              + (f"met by all {len(queries)} queries" if not names
+                 else f"missed by {len(names)} of {len(queries)}: {', '.join(names)}"))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--samples", type=int, default=5_000_000)
@@ -160,46 +222,13 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory(prefix="polytrace-bench-api-") as tmp:
         db = Path(args.db) if args.db else Path(tmp) / "bench.duckdb"
-        con = open_db(db)
-        run_id = con.execute("SELECT run_id FROM runs WHERE name = 'bench-api' LIMIT 1").fetchone()
-        if run_id is None:
-            src = Path(tmp) / "run"
-            src.mkdir()
-            start = time.perf_counter()
-            write_run(src, args.samples, args.steps)
-            made = time.perf_counter()
-            result = ingest_paths(con, [src], name="bench-api")
-            done = time.perf_counter()
-            run_id = result.run_id
-            print(f"synthesized in {made - start:.1f} s, ingested {result.rows} in {done - made:.1f} s")
-        else:
-            run_id = run_id[0]
-        n = con.execute("SELECT count(*) FROM samples WHERE run_id = ?", [run_id]).fetchone()[0]
-        con.close()
-        print(f"run {run_id}: {n:,} samples; {args.clients} clients, {args.seconds:g} s per query")
-
-        queries = dashboard_queries(run_id)
-        baseline = in_process(db, queries, min(args.seconds, 2.0))
+        queries = dashboard_queries(ensure_run(db, Path(tmp), args.samples, args.steps))
+        print(f"{len(queries)} dashboard queries; {args.clients} clients, {args.seconds:g} s per query")
+        baseline_s = min(args.seconds, 2.0)
+        alone = in_process(db, queries, baseline_s, 1)
+        crowded = in_process(db, queries, baseline_s, args.clients)
         rest = {cache: serve_and_hammer(db, queries, args, cache) for cache in (0, 100_000)}
-
-    print(f"\n{'':<22} {'in-process':>17}   {'REST, cache off':>26}   {'REST, cache on':>26}")
-    print(f"{'query':<22} {'p50':>8} {'p95':>8}   {'p50':>8} {'p95':>8} {'req/s':>8}   "
-          f"{'p50':>8} {'p95':>8} {'req/s':>8}")
-    missed: dict[int, list[str]] = {0: [], 100_000: []}
-    for name, _ in queries:
-        cells = [f"{pct(baseline[name], 0.5):>6.1f}ms {pct(baseline[name], 0.95):>6.1f}ms"]
-        for cache, answers in rest.items():
-            lat, errors = answers[name]
-            if pct(lat, 0.95) >= TARGET_P95_MS or errors:
-                missed[cache].append(name)
-            cells.append(f"{pct(lat, 0.5):>6.1f}ms {pct(lat, 0.95):>6.1f}ms {len(lat) / args.seconds:>8.1f}"
-                         + (f" ({errors} errors)" if errors else ""))
-        print(f"{name:<22} " + "   ".join(cells))
-    for cache, names in missed.items():
-        state = "on" if cache else "off"
-        print(f"p95 < {TARGET_P95_MS:g} ms at {args.clients} clients, cache {state}: "
-              + (f"met by all {len(queries)} queries" if not names
-                 else f"missed by {len(names)} of {len(queries)}: {', '.join(names)}"))
+    print_table(queries, alone, crowded, rest, args.clients, baseline_s)
 
 
 def serve_and_hammer(db: Path, queries, args, cache_rows: int) -> dict:

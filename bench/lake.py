@@ -14,16 +14,17 @@ import shutil
 import sys
 import tempfile
 import time
+from functools import partial
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from ingest.aggregates import materialize  # noqa: E402
-from ingest.lake import export_runs  # noqa: E402
-from ingest.load import open_db  # noqa: E402
-from queries.catalog import bind, execute, load_catalog  # noqa: E402
-from queries.lake import open_lake  # noqa: E402
-from tests.edge_lake import row_differences  # noqa: E402
+from ingest.aggregates import materialize
+from ingest.lake import export_runs
+from ingest.load import open_db
+from queries.catalog import bind, execute, load_catalog
+from queries.lake import open_lake
+from tests.edge_lake import fill_gpu_step_time, row_differences
 
 RUN = "bench0001"
 
@@ -60,6 +61,7 @@ def build(db: Path, lake: Path, samples: int, gpu_events: int) -> None:
               "gpu_events": gpu_events, "per_window": gpu_events // 8 // 10}
     for statement in filter(str.strip, FILL.split(";")):
         con.execute(statement, {k: v for k, v in values.items() if f"${k}" in statement})
+    fill_gpu_step_time(con, RUN)
     materialize(con, RUN)
     con.execute("CHECKPOINT")
     export_runs(con, [RUN], lake)
@@ -98,7 +100,8 @@ def main() -> None:
             build(db, lake, args.samples, args.gpu_events)
         print(f"built {args.samples:,} samples + {args.gpu_events:,} GPU events "
               f"in {time.perf_counter() - start:.1f} s", file=sys.stderr)
-        from queries.spark import execute as on_spark, register_lake, session
+        from queries.spark import execute as on_spark
+        from queries.spark import register_lake, session
 
         start = time.perf_counter()
         spark = session(master="local[2]")
@@ -106,16 +109,17 @@ def main() -> None:
         print(f"Spark session and lake views: {time.perf_counter() - start:.1f} s", file=sys.stderr)
         native, over_lake = open_db(db), open_lake(lake)
         print(f"{'query':<20} {'native s':>9} {'lake s':>8} {'spark s':>8} {'lake/nat':>9} "
-              f"{'spark/nat':>10} {'same':>5}")
+              f"{'spark/nat':>10} {'same':>5} {'rows':>6}")
         for query in load_catalog().values():
             bound = params(query)
-            t_native, want = best(lambda: execute(native, query, bound), args.repeat)
-            t_lake, got_lake = best(lambda: execute(over_lake, query, bound), args.repeat)
-            t_spark, got_spark = best(lambda: on_spark(spark, query, bound), args.repeat)
+            t_native, want = best(partial(execute, native, query, bound), args.repeat)
+            t_lake, got_lake = best(partial(execute, over_lake, query, bound), args.repeat)
+            t_spark, got_spark = best(partial(on_spark, spark, query, bound), args.repeat)
             same = not row_differences(want.rows, got_lake.rows) and \
                 not row_differences(want.rows, got_spark.rows)
             print(f"{query.name:<20} {t_native:9.3f} {t_lake:8.3f} {t_spark:8.3f} "
-                  f"{t_lake / t_native:9.1f} {t_spark / t_native:10.1f} {'yes' if same else 'NO':>5}",
+                  f"{t_lake / t_native:9.1f} {t_spark / t_native:10.1f} {'yes' if same else 'NO':>5} "
+                  f"{len(want.rows):6d}",
                   flush=True)
         spark.stop()
     finally:

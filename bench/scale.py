@@ -158,12 +158,16 @@ def main() -> None:
     for size in [size_arg(s) for s in args.sizes.split(",")]:
         label = f"{size / 1e6:g}M"
         src, db = work / f"run-{label}", work / f"scale-{label}.duckdb"
-        shutil.rmtree(src, ignore_errors=True)
         db.unlink(missing_ok=True)
-        t = time.perf_counter()
-        write_run(src, size)
-        gen_s = time.perf_counter() - t
-        print(f"[{label}] generated {dir_bytes(src) / GIB:.2f} GiB of JSONL in {gen_s:.0f}s", flush=True)
+        db.with_suffix(".duckdb.wal").unlink(missing_ok=True)
+        done = src / ".complete"  # hidden: ingest skips it; files kept with --keep are reused
+        if not done.exists():
+            shutil.rmtree(src, ignore_errors=True)
+            t = time.perf_counter()
+            write_run(src, size)
+            done.touch()
+            print(f"[{label}] generated {dir_bytes(src) / GIB:.2f} GiB of JSONL in "
+                  f"{time.perf_counter() - t:.0f}s", flush=True)
         seconds, rss, run_id = ingest(src, db)
         rate = seconds / (size / 1e6)
         base_rate = base_rate or rate

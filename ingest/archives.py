@@ -76,6 +76,8 @@ def _zip_members(path: Path, skipped: list[str]) -> Iterator[tuple[str, BinaryIO
                     continue
                 with zf.open(info) as f:
                     yield name, _maybe_gunzip(name, f)
-    except (zipfile.BadZipFile, NotImplementedError, RuntimeError, OSError, EOFError, zlib.error) as e:
-        # a corrupt directory can point a member at a negative offset (OSError) or into garbage
+    except (zipfile.BadZipFile, NotImplementedError, RuntimeError, OSError, EOFError, zlib.error,
+            ValueError) as e:
+        # a corrupt directory can point a member at a negative offset (OSError) or name it
+        # in bytes that are not the UTF-8 its flags promise (UnicodeDecodeError)
         raise IngestError(f"{path.name}: not a readable zip archive ({e})") from None

@@ -25,12 +25,14 @@ from ingest.lake import export_runs
 
 
 def ingest_to_lake(paths: list[Path], lake: Path, *, name: str | None = None,
-                   format: str | None = None, force: bool = False,
-                   jobs: int | None = None) -> load.IngestResult:
+                   format: str | None = None, force: bool = False, jobs: int | None = None,
+                   run_overrides: dict | None = None) -> load.IngestResult:
     """Ingest files (or directories of files) as one run of the lake at `lake`; returns its id.
 
-    The same content already in the lake is not ingested twice unless `force`.
+    The same content already in the lake is not ingested twice unless `force`;
+    run_overrides fills runs columns the input does not carry, as in `ingest_paths`.
     """
+    overrides = load._checked_overrides(run_overrides)
     files = load._collect(paths, format)
     if any(f.format.claims_directory for f in files):
         raise IngestError("a Parquet lake is already a lake: ingest it into a database, "
@@ -39,25 +41,36 @@ def ingest_to_lake(paths: list[Path], lake: Path, *, name: str | None = None,
         raise IngestError("no trace files among the inputs")
     digest = load._run_digest(files)
     con = duckdb.connect()
-    load.ensure_schema(con)
-    _known_runs(con, lake)
-    existing = con.execute("SELECT run_id FROM runs WHERE sha256 = ?", [digest]).fetchone()
-    if existing and not force:
-        return load.IngestResult(existing[0], "+".join(sorted({f.format.name for f in files})), {},
-                                 existing=True)
-    lake.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=".ingest-", dir=lake))
     try:
-        _parse_in_parallel(files, staging, jobs)
-        run_id = load._new_run_id(con, digest)
-        result = load._write(con, run_id, digest, files, name or load._default_name(paths))
-        export_runs(con, [run_id], lake)
-        return result
+        load.ensure_schema(con)
+        _known_runs(con, lake)
+        existing = con.execute("SELECT run_id FROM runs WHERE sha256 = ?", [digest]).fetchone()
+        if existing and not force:
+            return load.IngestResult(existing[0], "+".join(sorted({f.format.name for f in files})),
+                                     {}, existing=True)
+        return _ingest_new(con, files, digest, lake, name or load._default_name(paths), jobs,
+                           overrides)
     except duckdb.Error as e:
         raise IngestError(f"the data was rejected: {str(e).splitlines()[0]}") from None
     finally:
-        shutil.rmtree(staging, ignore_errors=True)
         con.close()
+
+
+def _ingest_new(con, files: list[load._File], digest: str, lake: Path, name: str,
+                jobs: int | None, overrides: dict) -> load.IngestResult:
+    try:
+        lake.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=".ingest-", dir=lake))
+    except OSError as e:
+        raise IngestError(f"cannot write a lake at {lake}: {e.strerror}") from None
+    try:
+        _parse_in_parallel(files, staging, jobs)
+        run_id = load._new_run_id(con, digest)
+        result = load._write(con, run_id, digest, files, name, None, overrides)
+        export_runs(con, [run_id], lake)
+        return result
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
 
 
 def _known_runs(con, lake: Path) -> None:

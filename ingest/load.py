@@ -22,6 +22,8 @@ from ingest.layout import run_facts
 from ingest.sources import expand, read_head, sha256_file
 
 RUN_COLUMNS = ("framework", "model", "task", "max_response_len", "n_gpus", "config")
+# Parsed Arrow data held before it is inserted: bounds ingest memory on runs of any size.
+FLUSH_BYTES = 256 * 1024**2
 Progress = Callable[[int, int, str], None]
 
 
@@ -47,6 +49,7 @@ class _File:
     format: Format | None = None
     parsed: Parsed | None = None
     started: datetime | None = None
+    rows: int = 0
 
 
 def schema_sql() -> str:
@@ -71,8 +74,12 @@ def ingest_paths(
     format: str | None = None,
     force: bool = False,
     progress: Progress | None = None,
+    run_overrides: dict | None = None,
 ) -> IngestResult:
     """Ingest files (or directories of files) as one run and return its id.
+
+    run_overrides fills runs columns (RUN_COLUMNS, e.g. max_response_len) the input does
+    not carry; what the input says wins.
 
     Raises IngestError with a one-line reason; then no data table changed and a
     `failed` row per file records the attempt in `ingests`.
@@ -87,13 +94,13 @@ def ingest_paths(
                 "SELECT run_id, format FROM runs WHERE sha256 = ? ORDER BY created_at LIMIT 1",
                 [digest]).fetchone()
             if existing:
-                return IngestResult(existing[0], existing[1], _row_counts(con, existing[0]), existing=True)
-        _parse_all(files, progress)
-        if any(f.parsed.runs for f in files):
+                return IngestResult(existing[0], existing[1], row_counts(con, existing[0]), existing=True)
+        if any(f.path.is_dir() for f in files):  # a container of whole runs (a Parquet lake)
+            _parse_all(files, progress)
             return _restore(con, files, name)
         run_id = _new_run_id(con, digest)
-        result = _write(con, run_id, digest, files, name or _default_name(paths))
-        return result
+        return _write(con, run_id, digest, files, name or _default_name(paths), progress,
+                      _checked_overrides(run_overrides))
     except IngestError as e:
         _log_failure(con, files or [_File(p, "", 0) for p in paths], str(e), started)
         raise
@@ -181,15 +188,19 @@ def _parse_each(files: list[_File], progress: Progress | None) -> None:
     for i, f in enumerate(files):
         if progress:
             progress(i, len(files), f.path.name)
-        f.started = _now()
-        try:
-            f.parsed = f.format.parse(f.path)
-        except IngestError:
-            raise
-        except (ValueError, TypeError, KeyError, IndexError, OverflowError, UnicodeError,
-                pa.ArrowException, EOFError, OSError, RecursionError, MemoryError) as e:
-            reason = str(e).splitlines()[0] if str(e) else type(e).__name__
-            raise IngestError(f"{f.path.name}: {reason}") from None
+        _parse_one(f)
+
+
+def _parse_one(f: _File) -> None:
+    f.started = _now()
+    try:
+        f.parsed = f.format.parse(f.path)
+    except IngestError:
+        raise
+    except (ValueError, TypeError, KeyError, IndexError, OverflowError, UnicodeError,
+            pa.ArrowException, EOFError, OSError, RecursionError, MemoryError) as e:
+        reason = str(e).splitlines()[0] if str(e) else type(e).__name__
+        raise IngestError(f"{f.path.name}: {reason}") from None
 
 
 def _new_run_id(con: duckdb.DuckDBPyConnection, digest: str) -> str:
@@ -216,34 +227,74 @@ def _merged_run(files: list[_File]) -> dict:
     return run
 
 
-def _write(con, run_id: str, digest: str, files: list[_File], name: str) -> IngestResult:
+def _checked_overrides(overrides: dict | None) -> dict:
+    unknown = set(overrides or {}) - set(RUN_COLUMNS)
+    if unknown:
+        raise IngestError(f"cannot set run field(s) {', '.join(sorted(unknown))}; "
+                          f"settable: {', '.join(RUN_COLUMNS)}")
+    return {k: v for k, v in (overrides or {}).items() if v is not None}
+
+
+def _write(con, run_id: str, digest: str, files: list[_File], name: str,
+           progress: Progress | None = None, overrides: dict | None = None) -> IngestResult:
     fmt_name = "+".join(sorted({f.format.name for f in files}))
-    run = _merged_run(files)
-    warnings = [w for f in files for w in f.parsed.warnings]
     con.execute("BEGIN TRANSACTION")
     try:
-        con.execute(
-            "INSERT INTO runs (run_id, name, format, framework, model, task, max_response_len,"
-            " n_gpus, config, sha256, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            [run_id, name, fmt_name, *(run.get(k) for k in RUN_COLUMNS), digest, _now()])
-        by_table: dict[str, list] = {}
-        for f in files:
-            for table, data in f.parsed.tables.items():
-                by_table.setdefault(table, []).append(data)
-        filters = by_table.pop("sample_filter", [])
-        for table, parts in by_table.items():
-            for data in _concatenated(parts):
-                _insert(con, table, run_id, data)
+        con.execute("INSERT INTO runs (run_id, name, format, sha256, created_at) VALUES (?, ?, ?, ?, ?)",
+                    [run_id, name, fmt_name, digest, _now()])
+        filters = _stream(con, run_id, files, progress)
+        run = {**(overrides or {}), **_merged_run(files)}
+        con.execute(f"UPDATE runs SET {', '.join(f'{k} = ?' for k in RUN_COLUMNS)} WHERE run_id = ?",
+                    [*(run.get(k) for k in RUN_COLUMNS), run_id])
         for data in filters:
             _apply_filter(con, run_id, data)
-        _log_many(con, [(f, run_id, "ok", "; ".join(f.parsed.warnings) or None, f.parsed.rows,
+        _log_many(con, [(f, run_id, "ok", "; ".join(f.parsed.warnings) or None, f.rows,
                          f.started or _now()) for f in files])
         materialize(con, run_id)
         con.execute("COMMIT")
     except BaseException:
         con.execute("ROLLBACK")
         raise
-    return IngestResult(run_id, fmt_name, _row_counts(con, run_id), warnings=warnings)
+    warnings = [w for f in files for w in f.parsed.warnings]
+    return IngestResult(run_id, fmt_name, row_counts(con, run_id), warnings=warnings)
+
+
+def _stream(con, run_id: str, files: list[_File], progress: Progress | None) -> list[pa.Table]:
+    """Parse file by file and insert every FLUSH_BYTES of Arrow data, inside the caller's transaction.
+
+    Memory stays bounded by one flush, not by the run, and the run still lands all or
+    nothing. Returns the sample_filter tables, which apply once every sample is in.
+    """
+    pending: dict[str, list[pa.Table]] = {}
+    filters, size = [], 0
+    with _gc_paused():
+        for i, f in enumerate(files):
+            if progress:
+                progress(i, len(files), f.path.name)
+            if f.parsed is None:  # the lake ingest parses in parallel before writing
+                _parse_one(f)
+            f.rows = f.parsed.rows
+            for table, data in f.parsed.tables.items():
+                if table == "sample_filter":
+                    filters.append(data)
+                    continue
+                pending.setdefault(table, []).append(data)
+                size += data.nbytes
+            f.parsed.tables = {}
+            if size >= FLUSH_BYTES:
+                _flush(con, run_id, pending)
+                size = 0
+        if progress:
+            progress(len(files), len(files), "loading")
+        _flush(con, run_id, pending)
+    return filters
+
+
+def _flush(con, run_id: str, pending: dict[str, list[pa.Table]]) -> None:
+    for table, parts in pending.items():
+        for data in _concatenated(parts):
+            _insert(con, table, run_id, data)
+    pending.clear()
 
 
 def _concatenated(parts: list[pa.Table]) -> list[pa.Table]:
@@ -254,7 +305,9 @@ def _concatenated(parts: list[pa.Table]) -> list[pa.Table]:
 def _insert(con, table: str, run_id: str, data: pa.Table) -> None:
     if data.num_rows == 0:
         return
-    con.register("_incoming", data)
+    # A stream, not the table: DuckDB keeps a registered table's buffers alive until the
+    # transaction ends (the whole run, in memory); a stream's batches are copied as read.
+    con.register("_incoming", pa.RecordBatchReader.from_batches(data.schema, data.to_batches()))
     try:
         con.execute(f'INSERT INTO "{table}" BY NAME SELECT *, ? AS run_id FROM _incoming', [run_id])
     finally:
@@ -283,7 +336,7 @@ def _restore(con, files: list[_File], name: str | None) -> IngestResult:
     run_ids = [r["run_id"] for r in f.parsed.runs]
     rows: Counter = Counter()
     for run_id in run_ids:
-        rows.update(_row_counts(con, run_id))
+        rows.update(row_counts(con, run_id))
     return IngestResult(run_ids[0], f.format.name, dict(rows), existing=not fresh,
                         warnings=warnings, run_ids=run_ids)
 
@@ -314,7 +367,7 @@ def _insert_runs(con, tables: dict, run_ids: list[str], f: _File, note: str | No
                             "WHERE run_id IN (SELECT unnest($run_ids))", {"run_ids": run_ids})
             for run_id in run_ids:
                 materialize(con, run_id)
-                rows = sum(_row_counts(con, run_id).values())
+                rows = sum(row_counts(con, run_id).values())
                 _log(con, f, run_id, "ok", note, rows, f.started or _now())
             con.execute("COMMIT")
         except BaseException:
@@ -386,7 +439,7 @@ def _log_failure(con, files: list[_File], reason: str, started: datetime) -> Non
 
 
 
-def _row_counts(con, run_id: str) -> dict[str, int]:
+def row_counts(con, run_id: str) -> dict[str, int]:
     """Rows per canonical table; the derived aggregate tables are not input rows."""
     counts = {}
     for table in (t for t in data_tables(con) if t not in FILLS):

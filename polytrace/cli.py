@@ -41,7 +41,8 @@ def cmd_ingest(args) -> int:
         if bar:
             bar.start()
         result = ingest_paths(con, [Path(p) for p in args.paths], name=args.name,
-                              format=args.format, force=args.force, progress=update)
+                              format=args.format, force=args.force, progress=update,
+                              run_overrides=_run_overrides(args))
     finally:
         if bar:
             bar.stop()
@@ -55,13 +56,24 @@ def cmd_ingest(args) -> int:
     return 0
 
 
+def _run_overrides(args) -> dict:
+    """Run facts given on the command line, for inputs that do not carry them."""
+    given = {"max_response_len": ("--max-response-len", args.max_response_len),
+             "n_gpus": ("--gpus", args.gpus)}
+    for flag, value in given.values():
+        if value is not None and value < 1:
+            raise CliError(f"{flag} must be at least 1, got {value}")
+    return {k: v for k, (_, v) in given.items() if v is not None}
+
+
 def _ingest_to_lake(args) -> int:
     from ingest.lake_ingest import ingest_to_lake
 
     if args.jobs is not None and args.jobs < 1:
         raise CliError(f"--jobs must be at least 1, got {args.jobs}")
     result = ingest_to_lake([Path(p) for p in args.paths], Path(args.lake), name=args.name,
-                            format=args.format, force=args.force, jobs=args.jobs)
+                            format=args.format, force=args.force, jobs=args.jobs,
+                            run_overrides=_run_overrides(args))
     for w in result.warnings:
         print(f"warning: {w}", file=sys.stderr)
     rows = ", ".join(f"{t}={n}" for t, n in result.rows.items())
@@ -308,6 +320,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--name", help="run name (default: the file or directory name)")
     p.add_argument("--format", help="skip detection and parse as this format")
     p.add_argument("--force", action="store_true", help="ingest again even if the same content exists")
+    p.add_argument("--max-response-len", type=int, metavar="N",
+                   help="response-length cap in tokens, when the input does not say (enables the cap findings)")
+    p.add_argument("--gpus", type=int, metavar="N", help="GPUs in the job, when the input does not say")
     p.add_argument("--lake", metavar="DIR", help="write the run into this Parquet lake instead of --db, "
                    "parsing the input files in parallel processes")
     p.add_argument("--jobs", type=int, metavar="N",

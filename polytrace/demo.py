@@ -60,7 +60,10 @@ def build(db: Path, seed: int = 0) -> list[str]:
             math_dir = Path(tmp) / "math"
             math_dir.mkdir()
             synthetic.write_demo_traces(math_dir, seed=seed)
-            run_ids.append(ingest_paths(con, [math_dir], name=MATH_RUN).run_id)
+            # Packed logs do not carry the cap or the GPU count: given as `ingest
+            # --max-response-len/--gpus` would give them, so the cap finding shows.
+            facts = {"max_response_len": synthetic.CAP, "n_gpus": synthetic.DP * synthetic.TP}
+            run_ids.append(ingest_paths(con, [math_dir], name=MATH_RUN, run_overrides=facts).run_id)
             # The What if section: the math run simulated under every dispatch policy with
             # the cost model built into the code (calibrated on the shared H200 replay).
             from workload.whatif import simulate_and_store

@@ -10,7 +10,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-LIST_KEYS = {"y", "hover"}
+LIST_KEYS = {"y", "hover", "shade"}
 PARAM_USE = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)")
 
 

@@ -60,7 +60,7 @@ SELECT
     max(b.ts_us + b.dur_us) - min(b.ts_us) AS dur_us,
     sum(b.dur_us)::DOUBLE AS busy_us,
     count(*) AS events,
-    mode(b.category) AS category,
+    first(b.category ORDER BY b.dur_us DESC, b.category) AS category,
     CASE WHEN count(*) = 1 THEN any_value(k.name) ELSE count(*) || ' events' END AS name
 FROM binned b
 CROSS JOIN chosen c

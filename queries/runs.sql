@@ -8,7 +8,7 @@
 -- @column framework VARCHAR  RL framework, when known.
 -- @column model VARCHAR  Model, when known.
 -- @column task VARCHAR  Workload type, when known.
--- @column steps BIGINT  Distinct training steps with samples, step metrics or rank stage timings.
+-- @column steps BIGINT  Distinct steps with samples, step metrics, rank stage timings or profiler (ProfilerStep) windows.
 -- @column samples BIGINT  Responses (rows of samples).
 -- @column created_at TIMESTAMP  When the run was ingested (UTC).
 -- @chart table title="Runs"
@@ -22,7 +22,8 @@ SELECT
     (SELECT count(*) FROM (
         SELECT step FROM step_lengths s WHERE s.run_id = r.run_id
         UNION SELECT step FROM step_metrics m WHERE m.run_id = r.run_id
-        UNION SELECT step FROM rank_stage k WHERE k.run_id = r.run_id)) AS steps,
+        UNION SELECT step FROM rank_stage k WHERE k.run_id = r.run_id
+        UNION SELECT step FROM profiler_steps p WHERE p.run_id = r.run_id)) AS steps,
     (SELECT coalesce(sum(s.n)::BIGINT, 0) FROM step_lengths s WHERE s.run_id = r.run_id) AS samples,
     r.created_at
 FROM runs r

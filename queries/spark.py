@@ -22,6 +22,7 @@ LOCAL_CONF = {
     "spark.ui.enabled": "false",
     "spark.ui.showConsoleProgress": "false",
     "spark.sql.shuffle.partitions": "2",
+    # one GC thread: local mode shares a small machine with the Python side
     "spark.driver.extraJavaOptions": "-XX:+UseSerialGC",
 }
 DUCKDB_TO_SPARK_TYPES = {"VARCHAR": "STRING", "INTEGER": "INT", "BIGINT": "BIGINT", "DOUBLE": "DOUBLE",
@@ -59,12 +60,11 @@ def _spark_type(duckdb_type: str) -> str:
     return DUCKDB_TO_SPARK_TYPES.get(duckdb_type, duckdb_type)
 
 
-def columns_of(columns: list[tuple[str, str]]) -> list[str]:
-    return [c for c, _ in columns]
-
-
 def register_lake(spark, root: str | Path) -> None:
-    """Temporary views over the lake named like the canonical tables, then the canonical views."""
+    """Temporary views over the lake named like the canonical tables, then the canonical views.
+
+    Spark reads the files itself: with Spark Connect, root must be a path the cluster sees
+    at the same place (a shared file system)."""
     root = Path(root)
     if not is_lake(root):
         raise IngestError(f"{root} is not a Parquet lake (no table=<name> directory)")
@@ -80,7 +80,7 @@ def register_lake(spark, root: str | Path) -> None:
             frame = spark.read.schema(schema).option("basePath", path).parquet(path)
         else:
             frame = spark.createDataFrame([], schema)
-        frame.select(*columns_of(columns)).createOrReplaceTempView(table)
+        frame.select(*(c for c, _ in columns)).createOrReplaceTempView(table)
     for name, sql in views.items():
         spark.sql(f"CREATE OR REPLACE TEMPORARY VIEW `{name}` AS {to_spark(view_body(sql))}")
 

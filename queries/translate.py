@@ -6,7 +6,7 @@ test in tests/test_spark.py, and `unsupported()` is the catalog lint for what no
 """
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import sqlglot
 from sqlglot import exp

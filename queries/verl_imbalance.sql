@@ -1,10 +1,11 @@
 -- name: verl_imbalance
--- title: DP token imbalance (verl)
+-- title: Tokens per DP rank (verl)
 -- section: Imbalance
--- Load imbalance over data-parallel ranks from verl's global_seqlen/* metrics: tokens on
--- the busiest rank over the mean rank (1 = perfectly even), and what verl's sequence
--- balancing would reach (balanced_max / mean). The gap between the two is what
--- balancing saves on the slowest rank.
+-- How far apart the data-parallel ranks' token loads are in each step, from verl's
+-- global_seqlen/* metrics: the lightest, mean and heaviest rank in tokens. dp_imbalance
+-- draws the resulting max / mean ratio; this shows the loads themselves, and, where verl
+-- logs balanced_max, what its sequence balancing would reach (balanced_imbalance vs
+-- imbalance): the gap is what balancing saves on the slowest rank.
 -- @param run_id VARCHAR  Run to analyse.
 -- @column step INTEGER  Training step.
 -- @column seqlen_min DOUBLE  global_seqlen/min: tokens on the lightest DP rank.
@@ -13,7 +14,7 @@
 -- @column balanced_max DOUBLE  global_seqlen/balanced_max: heaviest rank after balancing.
 -- @column imbalance DOUBLE  seqlen_max / seqlen_mean.
 -- @column balanced_imbalance DOUBLE  balanced_max / seqlen_mean: what balancing would reach.
--- @chart line x=step y=imbalance,balanced_imbalance xlabel="step" ylabel="max / mean tokens per DP rank (ratio)" title="DP token imbalance"
+-- @chart band x=step y=seqlen_min,seqlen_mean,seqlen_max xlabel="step" ylabel="tokens on a DP rank (tokens)" title="Tokens per DP rank: lightest, mean and heaviest (verl global_seqlen)"
 WITH w AS (
     SELECT
         step,

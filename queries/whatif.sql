@@ -17,7 +17,8 @@
 -- @column gpus INTEGER  GPUs the savings count: the gpus parameter, the run's n_gpus, or max rank + rank stride (ranks are dp_rank * tp).
 -- @column gpu_hours_saved DOUBLE  saved_s * gpus / 3600 for the step (GPU-hours).
 -- @column run_gpu_hours_saved DOUBLE  gpu_hours_saved summed over the run's steps for the policy (GPU-hours).
--- @chart line x=step y=predicted_s color=policy xlabel="step" ylabel="predicted rollout time (s)" title="Rollout time per dispatch policy (length-balanced: oracle bound)"
+-- @column dispatch VARCHAR  The policy as charts name it: length-balanced is marked '(oracle bound)'.
+-- @chart line x=step y=predicted_s color=dispatch xlabel="step" ylabel="predicted rollout time (s)" title="Rollout time per dispatch policy (length-balanced: oracle bound)"
 WITH job AS (
     -- Packed logs name ranks dp_rank * tp with tp_rank 0: the stride between ranks is tp.
     SELECT coalesce($gpus, (SELECT n_gpus FROM runs WHERE run_id = $run_id),
@@ -42,6 +43,8 @@ SELECT
     s.saved_s,
     j.gpus::INTEGER AS gpus,
     s.saved_s * j.gpus / 3600.0 AS gpu_hours_saved,
-    CAST(sum(s.saved_s) OVER (PARTITION BY s.policy) AS DOUBLE) * j.gpus / 3600.0 AS run_gpu_hours_saved
+    CAST(sum(s.saved_s) OVER (PARTITION BY s.policy) AS DOUBLE) * j.gpus / 3600.0 AS run_gpu_hours_saved,
+    CASE WHEN s.policy = 'length-balanced' THEN 'length-balanced (oracle bound)' ELSE s.policy END
+        AS dispatch
 FROM steps s, job j
 ORDER BY s.step, s.policy

@@ -27,7 +27,8 @@ def fmt(name: str, value: Any) -> str:
     if _SECONDS.search(name):
         return f"{value:.1f} s" if value < 100 else f"{value:,.0f} s"
     if _HOURS.search(name):
-        return f"{value:.1f} h"
+        unit = " GPU-hours" if "gpu_hours" in name else " h"
+        return (f"{value:,.0f}" if abs(value) >= 100 else f"{value:.3g}") + unit
     if isinstance(value, int) or (math.isfinite(value) and value == int(value)):
         return f"{int(value):,}"
     return f"{value:,.3g}" if abs(value) < 1000 else f"{value:,.0f}"

@@ -17,7 +17,7 @@ from server.errors import ApiError
 
 FILE_FIELD = "file"
 FILES = "files"
-TEXT_FIELDS = ("name", "format")
+TEXT_FIELDS = ("name", "format", "max_response_len", "n_gpus")
 MAX_FILES = 10_000
 MAX_TEXT_BYTES = 4096
 # Hand the parser (and its disk writes) to a worker thread in slices this big.

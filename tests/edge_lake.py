@@ -130,12 +130,12 @@ def build_database() -> duckdb.DuckDBPyConnection:
     ensure_schema(con)
     con.execute(ROWS)
     for run_id in RUNS:
-        _gpu_step_time(con, run_id)
+        fill_gpu_step_time(con, run_id)
         materialize(con, run_id)
     return con
 
 
-def _gpu_step_time(con: duckdb.DuckDBPyConnection, run_id: str) -> None:
+def fill_gpu_step_time(con: duckdb.DuckDBPyConnection, run_id: str) -> None:
     """gpu_step_time as the kineto parser computes it at ingest, from the events above."""
     rows = []
     for (rank,) in con.execute("SELECT DISTINCT rank FROM gpu_events WHERE run_id = ? ORDER BY 1",

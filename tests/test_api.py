@@ -537,3 +537,56 @@ def test_unusable_file_names_are_4xx(make_server):
     assert_error(upload(srv, [(huge, PACKED)]), 400, "header")
     wide = "é" * 300 + ".jsonl"  # 600 bytes in one name: cut to fit, still ingested
     assert upload(srv, [(wide, PACKED)]).status_code == 201
+
+
+# --- what if on demand, run facts on upload --------------------------------------------------
+
+VERL_LOG = b"step:1 - timing_s/gen:6.0 - timing_s/step:10.0\nstep:2 - timing_s/gen:3.0 - timing_s/step:8.0\n"
+
+
+def test_whatif_simulates_a_run_on_demand(make_server):
+    srv = make_server(token="s3cret")
+    run_id = upload(srv, [("packed_lengths_step_0.jsonl", THREE_STEPS)], token="s3cret").json()["run_id"]
+    url = f"{srv.url}/api/runs/{run_id}/whatif"
+    assert_error(httpx.post(url), 401, "Bearer")  # a write: the same token rule as uploads
+    assert table_counts(srv)["whatif"] == 0
+    r = httpx.post(url, headers={"Authorization": "Bearer s3cret"}, timeout=60)
+    assert r.status_code == 200, r.text
+    body = r.json()
+    policies = ["as-recorded", "round-robin", "length-balanced", "predicted-balanced", "partial-rollout:0.9"]
+    assert body["ok"] and body["run_id"] == run_id and body["policies"] == policies
+    # 3 steps x 5 policies summary rows, plus engine rows: 2 engines in step 0, 1 in steps 1, 2
+    assert body["rows"] == table_counts(srv)["whatif"] >= 3 * 5 + 5 * (2 + 1 + 1)
+    savings = httpx.get(f"{srv.url}/api/queries/whatif_savings", params={"run_id": run_id}).json()
+    rows = {r[0]: dict(zip(savings["columns"], r)) for r in savings["rows"]}
+    assert set(rows) == set(policies)
+    assert rows["as-recorded"]["run_gpu_hours_saved"] == 0 and rows["as-recorded"]["steps"] == 3
+    assert rows["length-balanced"]["dispatch"] == "length-balanced (oracle bound)"
+    assert rows["length-balanced"]["saved_s"] >= 0  # the oracle is never slower
+    # Simulating again replaces the results instead of adding to them.
+    again = httpx.post(url, headers={"Authorization": "Bearer s3cret"}, timeout=60).json()
+    assert again["rows"] == table_counts(srv)["whatif"] == body["rows"]
+
+
+def test_whatif_refuses_unknown_runs_and_runs_without_ranks(make_server):
+    srv = make_server()
+    assert_error(httpx.post(f"{srv.url}/api/runs/nope/whatif"), 404, "unknown run 'nope'")
+    run_id = upload(srv, [("output.log", VERL_LOG)]).json()["run_id"]
+    error = assert_error(httpx.post(f"{srv.url}/api/runs/{run_id}/whatif"), 409)
+    assert error == f"run {run_id!r} has no samples with a dp_rank: the simulation needs per-rank response lengths"
+    assert table_counts(srv)["whatif"] == 0
+
+
+def test_upload_sets_the_cap_and_gpus_the_files_lack(make_server):
+    srv = make_server()
+    assert_error(upload(srv, [("a.jsonl", PACKED)], max_response_len="-3"), 422, "'max_response_len'")
+    assert_error(upload(srv, [("a.jsonl", PACKED)], n_gpus="eight"), 422, "'n_gpus'")
+    assert table_counts(srv)["runs"] == 0
+    r = upload(srv, [("a.jsonl", PACKED)], max_response_len="7", n_gpus="8")
+    assert r.status_code == 201, r.text
+    run = httpx.get(f"{srv.url}/api/runs/{r.json()['run_id']}").json()["run"]
+    assert (run["max_response_len"], run["n_gpus"]) == (7, 8)
+    summary = httpx.get(f"{srv.url}/api/queries/run_summary", params={"run_id": run["run_id"]}).json()
+    row = dict(zip(summary["columns"], summary["rows"][0]))
+    # lengths 1, 3, 5, 7 under a cap of 7: one of four at the cap
+    assert (row["cap_ratio"], row["max_response_len"]) == (0.25, 7)

@@ -187,9 +187,11 @@ def test_upload_run_then_overview_draws_every_chart(page, make_server, shared_da
     for name in expected:
         traces = drawn_traces(page, name)
         assert traces and any(t["n"] > 0 for t in traces), (name, traces)
-    # A section shows when one of its queries has data for this run, and only then.
+    # A section shows when one of its queries has data for this run, and only then; What if
+    # has no stored simulation yet, so it offers one after them.
     sections = page.locator("section.section").evaluate_all("els => els.map(e => e.dataset.section)")
-    assert sections == [s for s in SECTIONS if s in set(expected.values())]
+    assert sections == [s for s in SECTIONS if s in set(expected.values())] + ["What if"]
+    assert page.locator("#sec-whatif #whatif-run").is_visible()
     assert "Multi-turn" not in sections  # packed lengths carry no turns
     # Every chart: title, axis titles, caption and the REST link feeding it.
     for card in page.locator(".chart-card").all():
@@ -231,6 +233,8 @@ def test_headline_numbers_equal_rest(page, three_runs):
             assert shown == pytest.approx(value * 100, abs=0.051 if "." in text else 0.51), (col, text)
         elif text.endswith("×"):
             assert shown == pytest.approx(value, abs=0.0051 if value < 10 else 0.051), (col, text)
+        elif text.endswith(" s"):
+            assert shown == pytest.approx(value, abs=0.051 if value < 100 else 0.51), (col, text)
         else:
             assert shown == value, (col, text)
     # The DAPO run has a filter file and per-rank lengths: both headlines must be there.
@@ -441,6 +445,52 @@ def test_pages_have_no_console_errors(page, three_runs):
         assert console_errors(page) == [], path
     open_page(page, srv.url + "/runs/nope")
     assert "There is no run 'nope'" in page.inner_text("main")
+
+
+def test_rollout_bars_and_whatif_button(page, make_server, tmp_path):
+    """The rollout tail's per-engine bars, then the What if section simulated on demand."""
+    from workload.traces import packed_lines, write_jsonl
+    import numpy as np
+
+    # Two steps, two engines (tp 1); step 0 engine 0 lengths [2, 10], engine 1 [4, 4]:
+    # the longest response is 10, so engine 1 is busy 4 and idle 10 - 4 = 6 tokens.
+    trace = tmp_path / "run"
+    for step in (0, 1):
+        write_jsonl(trace / f"packed_lengths_step_{step}.jsonl",
+                    packed_lines(step, np.array([5, 5]), np.array([[2, 10], [4, 4]]), np.array([0, 1]), tp=1))
+    db = tmp_path / "bars.duckdb"
+    (run_id,) = ingest(db, trace)
+    srv = make_server(db=str(db), token="s3cret")
+    open_page(page, f"{srv.url}/runs/{run_id}")
+    bars = page.evaluate("""() => document.getElementById('chart-rollout_busy').data.map(t => ({
+        name: t.name, group: t.offsetgroup, y: t.y, base: t.base, legend: t.showlegend !== false,
+        hatched: !!(t.marker.pattern && t.marker.pattern.shape)}))""")
+    assert bars == [
+        {"name": "dp rank 0", "group": "0", "y": [10, 10], "base": [0, 0], "legend": True, "hatched": False},
+        {"name": "dp rank 0", "group": "0", "y": [0, 0], "base": [10, 10], "legend": False, "hatched": True},
+        {"name": "dp rank 1", "group": "1", "y": [4, 4], "base": [0, 0], "legend": True, "hatched": False},
+        {"name": "dp rank 1", "group": "1", "y": [6, 6], "base": [4, 4], "legend": False, "hatched": True}]
+    assert page.locator("section[data-section='What if'] .chart-card").count() == 0
+    # Without the token the write is refused, and the page says so in one line.
+    page.click("#whatif-run")
+    page.wait_for_selector("#whatif-status.error-line")
+    assert "Bearer" in page.inner_text("#whatif-status")
+    page.evaluate("localStorage.setItem('polytrace-token', 's3cret')")
+    page.click("#whatif-run")
+    page.wait_for_selector("section[data-section='What if'] .chart-card[data-query='whatif']", timeout=60_000)
+    wait_charts(page)
+    assert page.locator("#whatif-run").count() == 0
+    names = {t["name"] for t in drawn_traces(page, "whatif")}
+    assert "length-balanced (oracle bound)" in names and "as-recorded" in names
+    savings = drawn_traces(page, "whatif_savings")
+    assert savings == [{"type": "table", "n": 5}]
+    assert "run_gpu_hours_saved" in page.inner_text("#chart-whatif_savings")
+    # ...and the headlines now say what the best realizable policy would save.
+    best = page.locator(".findings li", has_text="Dispatching by").inner_text()
+    assert "GPU-hours over the run" in best and "length-balanced oracle bound" in best
+    screenshot(page, "run-whatif.png")
+    # The refused POST (401) is the only console error: Chromium reports every 4xx response.
+    assert [t for t, url in page.problems if not url.endswith("/whatif")] == []
 
 
 def test_demo_serves_a_synthetic_run(tmp_path):

@@ -15,7 +15,7 @@ from tests.goldens import case_names, load_case
 SECTIONS = {"Lengths", "Rollout tail", "Imbalance", "Stages", "Multi-turn", "GPU", "What if",
             "Runs", "Fidelity", "Other"}
 CHART_KINDS = {"line", "band", "bar", "stacked", "heatmap", "hist", "timeline", "table"}
-CHART_KEYS = {"kind", "x", "y", "z", "color", "xlabel", "ylabel", "title"}
+CHART_KEYS = {"kind", "x", "y", "z", "color", "group", "shade", "xlabel", "ylabel", "title"}
 SAMPLE_VALUES = {"VARCHAR": "x", "INTEGER": "0", "BIGINT": "0", "DOUBLE": "0", "BOOLEAN": "false"}
 
 
@@ -86,8 +86,11 @@ def test_chart_spec(query):
     assert chart["kind"] in CHART_KINDS
     assert set(chart) <= CHART_KEYS, set(chart) - CHART_KEYS
     columns = {c.name for c in query.columns}
-    named = [chart[k] for k in ("x", "z", "color") if k in chart] + list(chart.get("y", []))
+    named = [chart[k] for k in ("x", "z", "color", "group") if k in chart] + list(chart.get("y", []))
     assert set(named) <= columns, set(named) - columns
+    assert set(chart.get("shade", [])) <= set(chart.get("y", [])), "shade names y columns"
+    if "group" in chart or "shade" in chart:
+        assert chart["kind"] in ("bar", "stacked"), "group and shade are for bar charts"
     if chart["kind"] == "table":
         assert not named
     else:

@@ -5,7 +5,6 @@ import json
 import os
 import shutil
 import tempfile
-from functools import lru_cache
 from pathlib import Path
 
 import pytest
@@ -27,11 +26,6 @@ json_values = st.recursive(
     max_leaves=12)
 edits = st.lists(st.tuples(st.floats(0, 1), st.sampled_from(["flip", "cut", "insert", "drop"]),
                            st.binary(min_size=1, max_size=8)), min_size=1, max_size=4)
-
-
-@lru_cache(maxsize=None)
-def all_seeds() -> dict[str, list[Seed]]:
-    return seeds()
 
 
 def parse_files(fmt: str, seed: Seed, target: str, data: bytes) -> None:
@@ -92,7 +86,7 @@ def replaced(record, path, value):
 @FUZZ
 @given(data=st.data())
 def test_arbitrary_bytes(fmt, data):
-    seed = data.draw(st.sampled_from(all_seeds()[fmt]))
+    seed = data.draw(st.sampled_from(seeds()[fmt]))
     target = data.draw(st.sampled_from(sorted(k for k in seed.files if not k.endswith(".txt"))))
     parse_files(fmt, seed, target, data.draw(st.binary(max_size=2048)))
 
@@ -101,7 +95,7 @@ def test_arbitrary_bytes(fmt, data):
 @FUZZ
 @given(data=st.data())
 def test_mutated_seed_bytes(fmt, data):
-    seed = data.draw(st.sampled_from(all_seeds()[fmt]))
+    seed = data.draw(st.sampled_from(seeds()[fmt]))
     target = data.draw(st.sampled_from(sorted(seed.files)))
     parse_files(fmt, seed, target, apply(seed.files[target], data.draw(edits)))
 
@@ -114,7 +108,7 @@ RECORD_FORMATS = [f for f in FORMATS if any(s.records for s in seeds()[f])]
 @given(data=st.data())
 def test_mutated_seed_fields(fmt, data):
     """Any JSON value at any place of a record (numbers of any size, wrong types, nesting)."""
-    seed = next(s for s in all_seeds()[fmt] if s.records)
+    seed = next(s for s in seeds()[fmt] if s.records)
     index = data.draw(st.integers(0, len(seed.records) - 1))
     record = seed.records[index]
     path = data.draw(st.sampled_from(list(leaf_paths(record))))

@@ -56,6 +56,8 @@ def test_number_formats():
     assert fmt("worst_idle_step", 12) == "12"
     assert fmt("samples", 30720) == "30,720"
     assert fmt("gen_s", 3.25) == "3.2 s"
+    assert fmt("whatif_best_gpu_hours", 2.1217) == "2.12 GPU-hours"
+    assert fmt("saved_gpu_hours", 1234.5) == "1,234 GPU-hours"
     assert fmt("anything", None) == "n/a"
 
 
@@ -115,3 +117,69 @@ def test_page_routes(tmp_path, make_server):
                                                      "status": 404}
     assert httpx.get(f"{srv.url}/static/plotly.min.js").headers["content-type"].startswith(
         "application/javascript")
+
+
+def _summary_sentences(case: str) -> list[str]:
+    """run_summary of a golden case's run r1, as the run page words it."""
+    from queries.catalog import bind, execute, get_query
+    from tests.goldens import load_case
+
+    query = get_query("run_summary")
+    con = load_case(case)
+    try:
+        result = execute(con, query, bind(query, {"run_id": "r1"}))
+    finally:
+        con.close()
+    row = dict(zip(result.columns, result.rows[0]))
+    docs = {c.name: c.description for c in query.columns}
+    return ["".join(p.get("text") or p["shown"] for p in s) for s in findings(row, docs)]
+
+
+def test_kineto_only_and_verl_only_runs_get_headlines():
+    # tests/fixtures/golden/README.md derives these numbers: kineto ranks idle 0.4 and 0.1,
+    # compute 0.5 each; verl_log gen 9 of 20 s, steps 10 s, slowest shares 0.75 and 0.5,
+    # clip ratios 0.1 and 0.3, global_seqlen 120/100 and 100/100.
+    assert _summary_sentences("kineto") == [
+        "GPUs sat idle 25% of their profiled time on average (worst: rank 0, 40%).",
+        "Compute kernels ran 50% of the profiled GPU time; the rest went to communication, "
+        "memory copies and idling."]
+    assert _summary_sentences("verl_log") == [
+        "20% of responses hit the length cap and were cut short.",  # cap unknown: aside dropped
+        "The busiest DP rank carried 1.20× the mean rank's tokens in step 1, 1.10× on average.",
+        "Rollout generation took 45% of step time (a step took 10.0 s on average).",
+        "The slowest generation alone took 62% of the gen stage on average: the rollout waits "
+        "on its long tail."]
+    packed = _summary_sentences("packed")
+    assert packed[0] == ("Rollout engines sat idle 44% of each rollout on average waiting for the "
+                         "slowest engine, 50% in the worst one (step 1).")
+    assert "21% of responses hit the length cap (16 tokens) and were cut short." in packed
+    # From the stored simulation: round-robin saves 3 s x 8 GPUs = 0.0067 GPU-hours.
+    assert packed[-1] == ("Dispatching by round-robin would save 0.00667 GPU-hours over the run, "
+                          "10% of rollout time on 8 GPUs (the length-balanced oracle bound: 0.02 GPU-hours).")
+
+
+def test_run_page_offers_a_simulation_until_there_is_one(tmp_path, make_server):
+    from ingest.load import ingest_paths, open_db
+    from workload.whatif import simulate_and_store
+
+    src = tmp_path / "packed_lengths_step_0.jsonl"
+    src.write_text(PACKED)
+    log = tmp_path / "output.log"
+    log.write_text("step:1 - timing_s/gen:6.0 - timing_s/step:10.0\n")
+    db = tmp_path / "p.duckdb"
+    con = open_db(db)
+    run_id = ingest_paths(con, [src], name="tiny").run_id
+    verl_id = ingest_paths(con, [log], name="verl").run_id
+    con.close()
+    srv = make_server(db=str(db))
+    page = httpx.get(f"{srv.url}/runs/{run_id}").text
+    assert 'id="whatif-run"' in page and f'data-url="/api/runs/{run_id}/whatif"' in page
+    assert 'data-query="whatif"' not in page
+    # The rollout bars draw from the generic renderer's grouped, shaded stacked kind.
+    assert 'data-query="rollout_busy" data-kind="stacked"' in page
+    # No per-rank samples, nothing to simulate: no button.
+    assert 'id="whatif-run"' not in httpx.get(f"{srv.url}/runs/{verl_id}").text
+    srv.app.state.db.write(lambda cur: simulate_and_store(cur, run_id))
+    page = httpx.get(f"{srv.url}/runs/{run_id}").text
+    assert 'id="whatif-run"' not in page
+    assert 'data-query="whatif"' in page and 'data-query="whatif_savings"' in page

@@ -181,3 +181,43 @@ def test_real_run_summary_agrees_with_the_per_step_queries(real, key):
     generated = sum(r["response_tokens"] for r in waste)
     assert close(summary["wasted_token_frac"], wasted / generated if generated else None)
     assert summary["samples"] == sum(r["n"] for r in as_dicts(con, "length_stats", run_id=run_id))
+
+
+def test_real_kineto_run_counts_profiler_steps_and_gpu_idle(shared_data, tmp_path):
+    con = open_db(tmp_path / "k.duckdb")
+    try:
+        run_id = ingest_paths(con, [shared_data / "kineto/trace_filter/sampled_rank-0.json.gz"]).run_id
+        profiler_steps = con.execute("SELECT count(DISTINCT step) FROM profiler_steps WHERE run_id = ?",
+                                     [run_id]).fetchone()[0]
+        assert profiler_steps == 2  # the data README: 2 profiler steps
+        (runs_row,) = [r for r in as_dicts(con, "runs") if r["run_id"] == run_id]
+        (summary,) = as_dicts(con, "run_summary", run_id=run_id)
+        assert runs_row["steps"] == summary["steps"] == profiler_steps
+        whole = [r for r in as_dicts(con, "gpu_time", run_id=run_id) if r["step"] is None]
+        assert whole
+        assert summary["gpu_idle_frac_mean"] == pytest.approx(
+            sum(r["idle_pct"] for r in whole) / len(whole) / 100, rel=1e-9)
+        # One rank's trace: no worst rank to single out.
+        assert len(whole) == 1 and summary["gpu_idle_rank"] is None
+        assert summary["gpu_idle_frac_worst"] is None
+        assert summary["gpu_compute_frac_mean"] == pytest.approx(
+            sum(r["compute_pct"] for r in whole) / len(whole) / 100, rel=1e-9)
+    finally:
+        con.close()
+
+
+def test_real_verl_run_summary_agrees_with_rollout_tail_verl(shared_data, tmp_path):
+    log = next((shared_data / "verl-logs").glob("*.output.log"))
+    con = open_db(tmp_path / "v.duckdb")
+    try:
+        run_id = ingest_paths(con, [log]).run_id
+        (summary,) = as_dicts(con, "run_summary", run_id=run_id)
+        tail = as_dicts(con, "rollout_tail_verl", run_id=run_id)
+        shares = [r["slowest_share"] for r in tail if r["slowest_share"] is not None]
+        clips = [r["response_clip_ratio"] for r in tail if r["response_clip_ratio"] is not None]
+        assert shares and clips
+        assert summary["slowest_gen_share"] == pytest.approx(sum(shares) / len(shares), rel=1e-12)
+        assert summary["cap_ratio"] == pytest.approx(sum(clips) / len(clips), rel=1e-12)
+        assert summary["mean_step_s"] > 0 and summary["samples"] == 0
+    finally:
+        con.close()

@@ -323,3 +323,92 @@ def test_as_recorded_prediction_matches_the_h200_replay(shared_data, con):
         if r["engine"] is not None and r["step"] > 0:
             per_iter = [i["seconds"] for i in iters if i["dp_rank"] == r["engine"]]
             assert min(per_iter) < r["predicted_s"] / r["max_len"] < max(per_iter), r
+
+
+# ---------------------------------------------------------------- run facts the input lacks
+
+
+def test_ingest_cli_sets_the_cap_and_gpus_when_the_input_lacks_them(tmp_path, db_path, capsys):
+    # One prompt, lengths [3, 8] with a cap of 8: one of two responses at the cap.
+    trace = tmp_path / "run"
+    write_jsonl(trace / "packed_lengths_step_0.jsonl",
+                packed_lines(0, np.array([5]), np.array([[3, 8]]), np.array([0]), tp=1))
+    assert main(["ingest", str(trace), "--db", str(db_path), "--max-response-len", "0"]) == 2
+    assert capsys.readouterr().err == "error: --max-response-len must be at least 1, got 0\n"
+    assert main(["ingest", str(trace), "--db", str(db_path), "--max-response-len", "8",
+                 "--gpus", "4"]) == 0
+    run_id = capsys.readouterr().out.strip()
+    from ingest.load import open_db
+
+    con = open_db(db_path)
+    try:
+        assert con.execute("SELECT max_response_len, n_gpus FROM runs WHERE run_id = ?",
+                           [run_id]).fetchone() == (8, 4)
+        assert con.execute("SELECT capped, cap_known FROM step_lengths WHERE run_id = ?",
+                           [run_id]).fetchone() == (1, 2)
+    finally:
+        con.close()
+
+
+def test_run_overrides_never_replace_what_the_input_says(tmp_path, con):
+    from ingest.contract import IngestError
+
+    trace = tmp_path / "run"
+    write_jsonl(trace / "packed_lengths_step_0.jsonl",
+                packed_lines(0, np.array([5]), np.array([[3, 8]]), np.array([0]), tp=1))
+    with pytest.raises(IngestError, match="cannot set run field"):
+        ingest_paths(con, [trace], run_overrides={"name": "x"})
+    assert con.execute("SELECT count(*) FROM runs").fetchone()[0] == 0
+    # The layout verl/profile/packed_length_log/... says the framework: the input wins.
+    said = tmp_path / "verl" / "profile" / "packed_length_log" / "run"
+    write_jsonl(said / "packed_lengths_step_0.jsonl",
+                packed_lines(0, np.array([5]), np.array([[3, 8]]), np.array([0]), tp=1))
+    run_id = ingest_paths(con, [said], run_overrides={"framework": "rllm", "max_response_len": 16,
+                                                      "n_gpus": None}).run_id
+    assert con.execute("SELECT framework, max_response_len, n_gpus FROM runs WHERE run_id = ?",
+                       [run_id]).fetchone() == ("verl", 16, None)
+
+
+@pytest.mark.shared_data
+def test_rllm_cap_from_the_command_line(shared_data, con):
+    # rllm's reward_timings say response_max 16000: the cap, which its packed logs do not carry.
+    rllm = shared_data / "polytrace/rllm/profile/packed_length_log/20260616_024512"
+    first = json.loads((rllm / "reward_timings_step_0.jsonl").read_text().splitlines()[0])
+    assert first["response_max"] == 16000
+    plain = ingest_paths(con, [rllm]).run_id
+    capped = ingest_paths(con, [rllm], force=True, run_overrides={"max_response_len": 16000}).run_id
+    from queries.catalog import bind, execute, get_query
+
+    q = get_query("run_summary")
+    summary = {r: dict(zip(*(lambda res: (res.columns, res.rows[0]))(execute(con, q, bind(q, {"run_id": r})))))
+               for r in (plain, capped)}
+    assert summary[plain]["cap_ratio"] is None
+    at_cap, n = con.execute("SELECT count(*) FILTER (response_len >= 16000), count(*) FROM samples "
+                            "WHERE run_id = ?", [capped]).fetchone()
+    assert at_cap > 0
+    assert summary[capped]["cap_ratio"] == pytest.approx(at_cap / n, rel=1e-12)
+    assert summary[capped]["max_response_len"] == 16000
+
+
+def test_demo_run_carries_the_cap_and_gpus(tmp_path):
+    from polytrace.demo import build
+
+    import duckdb
+
+    db = tmp_path / "demo.duckdb"
+    math_run, _agent = build(db)
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        assert con.execute("SELECT max_response_len, n_gpus FROM runs WHERE run_id = ?",
+                           [math_run]).fetchone() == (CAP, DP * TP)
+        from queries.catalog import bind, execute, get_query
+
+        q = get_query("run_summary")
+        res = execute(con, q, bind(q, {"run_id": math_run}))
+        row = dict(zip(res.columns, res.rows[0]))
+        assert 0 < row["cap_ratio"] < 0.1 and row["max_response_len"] == CAP
+        savings = get_query("whatif_savings")
+        res = execute(con, savings, bind(savings, {"run_id": math_run}))
+        assert {r[res.columns.index("gpus")] for r in res.rows} == {DP * TP}
+    finally:
+        con.close()

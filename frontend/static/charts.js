@@ -64,7 +64,8 @@ const PolyCharts = (() => {
 
   function seriesName(spec, key, y) {
     const parts = [];
-    if (key !== null && key !== undefined) parts.push(`${pretty(spec.color)} ${key}`);
+    // A number needs its column's name ("dp rank 3"); a text value names itself.
+    if (key !== null && key !== undefined) parts.push(typeof key === "number" ? `${pretty(spec.color)} ${key}` : String(key));
     if ((spec.y || []).length > 1 || key === null) parts.push(pretty(y));
     return parts.join(" · ");
   }
@@ -85,6 +86,36 @@ const PolyCharts = (() => {
         out.push(t);
       }
     }
+    return out;
+  }
+
+  // bar/stacked with `group`: one bar per group value side by side at each x, its y columns
+  // stacked inside it (stacked) or next to each other (bar); one colour per group value, and
+  // the `shade` columns drawn light and hatched in that colour. Hover lists the whole row.
+  function groupedBarTraces(spec, data) {
+    const xi = data.columns.indexOf(spec.x), pal = palette(), shade = new Set(spec.shade || []);
+    const ys = (spec.y || []).filter(y => data.columns.includes(y));
+    const out = [];
+    groups(data, spec.group).forEach((g, k) => {
+      const color = pal[k % pal.length], name = `${pretty(spec.group)} ${g.key}`;
+      const base = g.rows.map(() => 0);
+      ys.forEach((y, j) => {
+        const yi = data.columns.indexOf(y), vals = g.rows.map(r => r[yi]);
+        const light = shade.has(y);
+        out.push({
+          type: "bar", name, legendgroup: name, showlegend: j === 0, offsetgroup: String(g.key),
+          x: g.rows.map(r => r[xi]), y: vals,
+          base: spec.kind === "stacked" ? [...base] : undefined,
+          marker: {color: light ? rgba(color, 0.16) : color,
+                   line: {color, width: light ? 1 : 0},
+                   pattern: light ? {shape: "/", fgcolor: rgba(color, 0.55), size: 6, solidity: 0.25} : undefined},
+          hovertext: g.rows.map(r => [`<b>${name} · ${pretty(y)}</b>`,
+            ...data.columns.map((c, i) => `${c}: ${fmtValue(r[i])}`)].join("<br>")),
+          hoverinfo: "text",
+        });
+        if (spec.kind === "stacked") vals.forEach((v, i) => { base[i] += v || 0; });
+      });
+    });
     return out;
   }
 
@@ -156,7 +187,8 @@ const PolyCharts = (() => {
     switch (spec.kind) {
       case "timeline": return timelineTraces(spec, data);
       case "band": return bandTraces(spec, data);
-      case "bar": case "stacked": return xyTraces(spec, data, "bar");
+      case "bar": case "stacked":
+        return spec.group ? groupedBarTraces(spec, data) : xyTraces(spec, data, "bar");
       case "heatmap": return heatmapTrace(spec, data);
       case "hist": return histTraces(spec, data);
       default: return xyTraces(spec, data, "scatter");
@@ -176,7 +208,8 @@ const PolyCharts = (() => {
       legend: {orientation: "h", x: 0, y: 1.0, yanchor: "bottom", font: {size: 11}},
       hovermode: ["line", "band"].includes(spec.kind) ? "x unified" : "closest",
       hoverlabel: {bgcolor: cssVar("--card"), bordercolor: grid, font: {color: fg}},
-      barmode: spec.kind === "stacked" ? "stack" : "group",
+      // grouped bars stack by their own `base`, so Plotly only places the groups side by side
+      barmode: spec.kind === "stacked" && !spec.group ? "stack" : "group",
       bargap: spec.kind === "hist" ? 0.04 : 0.15,
     };
     if (spec.x === "step") l.xaxis.tickformat = "d";
@@ -203,9 +236,16 @@ const PolyCharts = (() => {
     return l;
   }
 
-  // Many series: a legend column on the right instead of rows that crowd the title.
-  function placeLegend(l, count) {
-    if (count > 5) {
+  // Many series: a legend column on the right instead of rows that crowd the title; a few
+  // long names: rows under the plot, where wrapping cannot cover the title.
+  function placeLegend(l, names) {
+    const count = names.length, chars = names.reduce((n, s) => n + String(s).length + 4, 0);
+    if (count > 1 && count <= 5 && chars > 64) {
+      l.legend = {orientation: "h", x: 0, xanchor: "left", yref: "container", y: 0, yanchor: "bottom",
+                  font: {size: 11}};
+      l.margin.t = 44;
+      l.margin.b = 56 + 20 * Math.ceil(chars / 64);
+    } else if (count > 5) {
       l.legend = {orientation: "v", x: 1.02, xanchor: "left", y: 1, yanchor: "top", font: {size: 11}};
       l.margin.t = 44;
     } else if (count <= 1) {
@@ -275,7 +315,7 @@ const PolyCharts = (() => {
       ts = [...ts.map(styled(entry.label, "solid", 0)),
             ...traces(info.chart, entry.overlay.data).map(styled(entry.overlay.label, "dash", ts.length))];
     }
-    const shown = ts.filter(t => t.showlegend !== false && t.type !== "heatmap").length;
+    const shown = ts.filter(t => t.showlegend !== false && t.type !== "heatmap").map(t => t.name);
     return Plotly.react(el, ts, placeLegend(layout(info, data), shown), config(info)).then(() => {
       if (!entry.listening) { el.on("plotly_relayout", ev => onZoom(entry, ev)); entry.listening = true; }
     });

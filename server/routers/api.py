@@ -13,7 +13,7 @@ from pydantic import BaseModel
 
 from ingest import registry
 from ingest.contract import IngestError
-from ingest.load import IngestResult, _row_counts, delete_run, ingest_paths
+from ingest.load import IngestResult, row_counts, delete_run, ingest_paths
 from queries.catalog import ParamError, Query, bind, get_query, load_catalog
 from server.db import Database, QueryTimeout
 from server.deps import DbDep, SettingsDep, WriterDep
@@ -69,6 +69,14 @@ class Deleted(BaseModel):
     run_id: str
 
 
+class Simulated(BaseModel):
+    ok: bool = True
+    run_id: str
+    rows: int  # whatif rows stored: per engine and per step, for every policy
+    policies: list[str]
+    calibration: str
+
+
 class Catalog(BaseModel):
     ok: bool = True
     queries: list[dict[str, Any]]
@@ -99,6 +107,10 @@ def build_router() -> APIRouter:
     router.add_api_route("/runs/{run_id}", remove_run, methods=["DELETE"], operation_id="delete_run",
                          dependencies=[WriterDep], response_model=Deleted,
                          responses=_errors(401, 404), summary="Delete a run and all its rows")
+    router.add_api_route("/runs/{run_id}/whatif", simulate_run, methods=["POST"],
+                         operation_id="simulate_run", dependencies=[WriterDep],
+                         response_model=Simulated, responses=_errors(401, 404, 409),
+                         summary="Simulate the run under every dispatch policy (the What if section)")
     router.add_api_route("/queries", list_queries, methods=["GET"], operation_id="list_queries",
                          response_model=Catalog, summary="The query catalog")
     for query in load_catalog().values():
@@ -141,7 +153,7 @@ def _run_detail(run_id: str, cur) -> dict | None:
     ingests = _records(cur.execute(
         "SELECT * FROM ingests WHERE run_id = ? ORDER BY started_at, file_name", [run_id]))
     # the same counts an upload answers with: canonical tables with rows for this run
-    return {"ok": True, "run": run, "ingests": ingests, "rows": _row_counts(cur, run_id)}
+    return {"ok": True, "run": run, "ingests": ingests, "rows": row_counts(cur, run_id)}
 
 
 async def get_run(run_id: str, db: DbDep, settings: SettingsDep) -> dict:
@@ -156,6 +168,30 @@ async def remove_run(run_id: str, db: DbDep) -> dict:
     if not await run_in_threadpool(db.write, partial(delete_run, run_id=run_id)):
         raise ApiError(404, f"unknown run {run_id!r}")
     return {"ok": True, "run_id": run_id}
+
+
+def _simulate(run_id: str, cur) -> dict:
+    from workload import WorkloadError
+    from workload.costmodel import H200_REPLAY_GRID
+    from workload.whatif import DEFAULT_POLICIES, simulate_and_store
+
+    if not cur.execute("SELECT 1 FROM runs WHERE run_id = ?", [run_id]).fetchone():
+        raise ApiError(404, f"unknown run {run_id!r}")
+    if not cur.execute("SELECT 1 FROM samples WHERE run_id = ? AND dp_rank IS NOT NULL "
+                       "AND response_len IS NOT NULL LIMIT 1", [run_id]).fetchone():
+        raise ApiError(409, f"run {run_id!r} has no samples with a dp_rank: the simulation needs "
+                            "per-rank response lengths")
+    try:
+        rows = simulate_and_store(cur, run_id, H200_REPLAY_GRID, DEFAULT_POLICIES)
+    except WorkloadError as e:
+        raise ApiError(409, str(e)) from None
+    return {"ok": True, "run_id": run_id, "rows": rows, "policies": list(DEFAULT_POLICIES),
+            "calibration": H200_REPLAY_GRID.source}
+
+
+async def simulate_run(run_id: str, db: DbDep) -> dict:
+    """Built-in H200 calibration; one writer at a time, like uploads."""
+    return await run_in_threadpool(db.write, partial(_simulate, run_id))
 
 
 # --- uploads ----------------------------------------------------------------------------------
@@ -173,9 +209,30 @@ def _upload_body() -> dict:
             "name": {"type": "string", "description": "Run name (default: the file name)."},
             "format": {"type": "string", "enum": formats,
                        "description": "Skip detection and parse as this format."},
+            **{field: {"type": "integer", "minimum": 1, "description": doc}
+               for field, doc in _RUN_FIELDS.items()},
         },
     }
     return {"requestBody": {"required": True, "content": {"multipart/form-data": {"schema": schema}}}}
+
+
+# Run facts an upload may give when its files do not carry them (like `ingest --max-response-len`).
+_RUN_FIELDS = {
+    "max_response_len": "Response-length cap in tokens, when the files do not say (enables the cap findings).",
+    "n_gpus": "GPUs in the job, when the files do not say.",
+}
+
+
+def _run_overrides(fields: dict) -> dict:
+    out = {}
+    for field in _RUN_FIELDS:
+        raw = (fields.get(field) or "").strip()
+        if not raw:
+            continue
+        if not raw.isdigit() or int(raw) < 1:
+            raise ApiError(422, f"field {field!r} must be a positive integer, got {raw!r}")
+        out[field] = int(raw)
+    return out
 
 
 def _forced_format(value: str | None) -> str | None:
@@ -200,13 +257,14 @@ def _claimed(path) -> bool:
 _FORMAT_HINT = ("try --format", "try the 'format' field")
 
 
-def _ingest_upload(upload: Upload, name: str | None, fmt: str | None, cur) -> IngestResult:
+def _ingest_upload(upload: Upload, name: str | None, fmt: str | None, overrides: dict,
+                   cur) -> IngestResult:
     """Ingest the uploaded files as one run (several files ingest like a directory)."""
     target = upload.files[0] if len(upload.files) == 1 else upload.folder
     unknown = fmt is None and not any(_claimed(p) for p in upload.files)
     folder, prefix, label = str(upload.folder), str(upload.base) + "/", upload.folder.name
     try:
-        return ingest_paths(cur, [target], name=name, format=fmt)
+        return ingest_paths(cur, [target], name=name, format=fmt, run_overrides=overrides)
     except IngestError as e:
         reason = str(e).replace(prefix, "").replace(folder, label).replace(*_FORMAT_HINT)
         raise ApiError(415 if unknown else 400, reason) from None
@@ -225,10 +283,11 @@ async def upload_run(request: Request, db: DbDep, settings: SettingsDep) -> Json
     upload = await receive(request, settings.max_upload_bytes)
     try:
         fmt = _forced_format(upload.fields.get("format"))
+        overrides = _run_overrides(upload.fields)
         if len(upload.files) > 1:
             upload.name_folder()
         result = await run_in_threadpool(db.write, partial(
-            _ingest_upload, upload, upload.fields.get("name") or None, fmt))
+            _ingest_upload, upload, upload.fields.get("name") or None, fmt, overrides))
     finally:
         await run_in_threadpool(upload.discard)
     body = {"ok": True, "run_id": result.run_id, "run_ids": result.run_ids, "format": result.format,

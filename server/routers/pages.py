@@ -65,7 +65,7 @@ def rest_url(name: str, params: dict[str, Any], fmt: str | None = None) -> str:
 
 
 def _group_columns(chart: dict) -> list[str]:
-    keys = [chart.get("color")]
+    keys = [chart.get("color"), chart.get("group")]
     if chart.get("kind") == "heatmap":
         keys.append(chart.get("y", [None])[0])
     return [k for k in keys if k]
@@ -246,14 +246,26 @@ def runs_page(request: Request, settings: SettingsDep):
                                       {"needs_token": bool(settings.token)})
 
 
+async def _can_simulate(db: Database, settings, run_id: str) -> bool:
+    """Whether the What if simulation has what it needs: samples with a dp_rank."""
+    def probe(cur) -> bool:
+        return cur.execute("SELECT 1 FROM samples WHERE run_id = ? AND dp_rank IS NOT NULL "
+                           "AND response_len IS NOT NULL LIMIT 1", [run_id]).fetchone() is not None
+    return await run_in_threadpool(db.read, probe, settings.query_timeout_ms, f"run {run_id!r}")
+
+
 @router.get("/runs/{run_id}", response_class=HTMLResponse)
 async def run_page(request: Request, run_id: str, db: DbDep, settings: SettingsDep):
     run = next((r for r in await _runs(db, settings) if r["run_id"] == run_id), None)
     if run is None:
         return _not_found(request, f"run {run_id!r}")
+    sections = await sections_for(db, settings, run_id)
+    # No stored simulation yet: offer one when the run can have it and the server may write.
+    offer = (all(s["name"] != "What if" for s in sections) and db.lake is None
+             and await _can_simulate(db, settings, run_id))
     return templates.TemplateResponse(request, "run.html", {
-        "run": run, "summary": await _summary(db, settings, run_id),
-        "sections": await sections_for(db, settings, run_id), "max_points": MAX_POINTS})
+        "run": run, "summary": await _summary(db, settings, run_id), "sections": sections,
+        "whatif_offer": offer, "max_points": MAX_POINTS})
 
 
 def _compare_cards(left: dict, right: dict) -> list[dict]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import random
 from dataclasses import dataclass, replace
+from functools import lru_cache
 
 from tests.corpus import mutations as m
 from tests.corpus.seeds import Seed, jsonl, kineto_trace, seeds, tar_gz, zip_of
@@ -348,7 +349,8 @@ def _random(fmt: str, seeds_: list[Seed], count: int) -> list[Case]:
     return cases
 
 
-def build(fmt: str, per_format: int = CASES_PER_FORMAT) -> list[Case]:
+@lru_cache(maxsize=None)
+def build(fmt: str, per_format: int = CASES_PER_FORMAT) -> tuple[Case, ...]:
     """At least `per_format` cases for one format: every designed case, then random ones."""
     format_seeds = seeds()[fmt]
     designed: list[Case] = []
@@ -360,7 +362,7 @@ def build(fmt: str, per_format: int = CASES_PER_FORMAT) -> list[Case]:
         if seed.records:
             designed += _typed_cases(fmt, seed)
         designed += _format_specific(fmt, seed)
-    return designed + _random(fmt, format_seeds, max(per_format - len(designed), per_format // 2))
+    return tuple(designed + _random(fmt, format_seeds, max(per_format - len(designed), per_format // 2)))
 
 
 def dump(case: Case, root) -> list:

@@ -13,6 +13,7 @@ import tarfile
 import tempfile
 import zipfile
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 
 
@@ -139,6 +140,7 @@ def lake_files() -> dict[str, bytes]:
         return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
 
 
+@lru_cache(maxsize=None)
 def seeds() -> dict[str, list[Seed]]:
     """Format name -> its seeds (several where a format has several containers)."""
     packed = _single("packed_lengths_step_0.jsonl", PACKED)

@@ -26,6 +26,12 @@ SELECT
       FROM rank_stage AS k
       WHERE
         k.run_id = r.run_id
+      UNION
+      SELECT
+        step
+      FROM profiler_steps AS p
+      WHERE
+        p.run_id = r.run_id
     )
   ) AS steps,
   (

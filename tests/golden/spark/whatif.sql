@@ -43,7 +43,12 @@ SELECT
   s.saved_s,
   CAST(j.gpus AS INT) AS gpus,
   s.saved_s * j.gpus / 3600.0 AS gpu_hours_saved,
-  CAST(SUM(s.saved_s) OVER (PARTITION BY s.policy) AS DOUBLE) * j.gpus / 3600.0 AS run_gpu_hours_saved
+  CAST(SUM(s.saved_s) OVER (PARTITION BY s.policy) AS DOUBLE) * j.gpus / 3600.0 AS run_gpu_hours_saved,
+  CASE
+    WHEN s.policy = 'length-balanced'
+    THEN 'length-balanced (oracle bound)'
+    ELSE s.policy
+  END AS dispatch
 FROM steps AS s, job AS j
 ORDER BY
   s.step NULLS LAST,

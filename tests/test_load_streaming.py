@@ -1,0 +1,59 @@
+"""Ingest inserts parsed data in bounded flushes inside one transaction: memory stays small, the run stays all or nothing."""
+from __future__ import annotations
+
+import pytest
+
+from ingest import load
+from ingest.contract import IngestError
+from ingest.load import data_tables, ingest_paths
+
+LINE = '{{"step": {step}, "rank": 0, "dp_rank": 0, "tp_rank": 0, "input": 10, "output": [1, 3]}}\n'
+
+
+def counts(con) -> dict:
+    return {t: con.execute(f'SELECT count(*) FROM "{t}"').fetchall()[0][0] for t in data_tables(con)}
+
+
+@pytest.fixture
+def flush_every_file(monkeypatch):
+    """Flush after every file, so that a late failure has earlier files' rows to roll back."""
+    monkeypatch.setattr(load, "FLUSH_BYTES", 0)
+
+
+def steps(tmp_path, n: int) -> list:
+    paths = []
+    for step in range(n):
+        p = tmp_path / f"packed_lengths_step_{step}.jsonl"
+        p.write_text(LINE.format(step=step))
+        paths.append(p)
+    return paths
+
+
+def test_flushed_files_make_one_run(con, tmp_path, flush_every_file):
+    # 3 files x 1 prompt x 2 outputs = 6 samples, flushed in 3 inserts
+    result = ingest_paths(con, steps(tmp_path, 3))
+    assert result.rows == {"samples": 6}
+    assert con.execute("SELECT count(DISTINCT step) FROM step_lengths WHERE run_id = ?",
+                       [result.run_id]).fetchall() == [(3,)]
+
+
+def test_a_late_parse_failure_rolls_back_flushed_files(con, tmp_path, flush_every_file):
+    before = counts(con)
+    bad = tmp_path / "packed_lengths_step_9.jsonl"
+    bad.write_text('{"step": 9, "input": -1, "output": [1]}\n')
+    with pytest.raises(IngestError, match="packed_lengths_step_9.jsonl"):
+        ingest_paths(con, [*steps(tmp_path, 3), bad])
+    assert counts(con) == before
+    assert con.execute("SELECT count(*) FROM runs").fetchall() == [(0,)]
+    assert con.execute("SELECT count(*) FROM ingests WHERE status = 'failed'").fetchall() == [(4,)]
+
+
+def test_a_late_filter_failure_rolls_back_flushed_files(con, tmp_path, flush_every_file):
+    # the filter names step 5, which no packed file has: refused after every sample was inserted
+    flt = tmp_path / "dapo_filter_indices.jsonl"
+    flt.write_text('{"workload_step": 5, "prompt_count": 1, "kept_prompt_indices": [0], '
+                   '"used_prompt_indices": [0]}\n')
+    with pytest.raises(IngestError, match="no packed lengths"):
+        ingest_paths(con, [*steps(tmp_path, 2), flt])
+    assert counts(con) == {t: 0 for t in counts(con)}
+    assert con.execute("SELECT count(*) FROM runs").fetchall() == [(0,)]
