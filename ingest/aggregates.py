@@ -106,6 +106,18 @@ FILLS: dict[str, str] = {
         FROM per_turn
         JOIN per_rollout USING (step)
         LEFT JOIN tools USING (step)""",
+    "run_ranks": """
+        SELECT
+            run_id,
+            count(DISTINCT rank) AS ranks,
+            min(rank) AS min_rank,
+            max(rank) AS max_rank,
+            -- packed logs name ranks dp_rank * tp with tp_rank 0: the stride between ranks is tp
+            max(rank) + (max(rank) - min(rank)) // NULLIF(count(DISTINCT rank) - 1, 0)
+                AS gpus_from_ranks
+        FROM samples
+        WHERE run_id = $run_id AND rank IS NOT NULL
+        GROUP BY run_id""",
 }
 
 
@@ -127,6 +139,8 @@ def backfill(con: duckdb.DuckDBPyConnection) -> list[str]:
         SELECT run_id FROM runs r
         WHERE (EXISTS (SELECT 1 FROM samples s WHERE s.run_id = r.run_id)
                AND NOT EXISTS (SELECT 1 FROM step_lengths l WHERE l.run_id = r.run_id))
+           OR (EXISTS (SELECT 1 FROM samples s WHERE s.run_id = r.run_id AND s.rank IS NOT NULL)
+               AND NOT EXISTS (SELECT 1 FROM run_ranks k WHERE k.run_id = r.run_id))
            OR (EXISTS (SELECT 1 FROM turns t WHERE t.run_id = r.run_id)
                AND NOT EXISTS (SELECT 1 FROM step_turns a WHERE a.run_id = r.run_id))
         ORDER BY run_id""").fetchall()]

@@ -61,3 +61,12 @@ CREATE TABLE IF NOT EXISTS step_turns (
     cache_prompt_tokens BIGINT,  -- prompt_tokens summed over turns whose cached_tokens is known
     cached_tokens       BIGINT   -- cached_tokens summed over turns
 );
+
+-- One row per run whose samples name their global rank: the job's size as the ranks show it.
+CREATE TABLE IF NOT EXISTS run_ranks (
+    run_id          VARCHAR, -- owning run
+    ranks           BIGINT,  -- distinct global ranks that logged samples
+    min_rank        INTEGER, -- lowest logged rank
+    max_rank        INTEGER, -- highest logged rank
+    gpus_from_ranks BIGINT   -- max_rank + rank stride (ranks are dp_rank * tp); NULL with one rank
+);

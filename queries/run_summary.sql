@@ -105,11 +105,9 @@ gpu_summary AS (
         avg(compute) AS compute_mean
     FROM gpu),
 job AS (
-    -- whatif's GPU count: the run's n_gpus, else max rank + rank stride (ranks are dp_rank * tp)
+    -- whatif's GPU count: the run's n_gpus, else run_ranks.gpus_from_ranks
     SELECT coalesce((SELECT n_gpus FROM runs WHERE run_id = $run_id),
-                    max(rank) + (max(rank) - min(rank)) // NULLIF(count(DISTINCT rank) - 1, 0)) AS gpus
-    FROM samples
-    WHERE run_id = $run_id),
+                    (SELECT gpus_from_ranks FROM run_ranks WHERE run_id = $run_id)) AS gpus),
 policies AS (
     -- whatif_savings per policy
     SELECT

@@ -20,11 +20,9 @@
 -- @column dispatch VARCHAR  The policy as charts name it: length-balanced is marked '(oracle bound)'.
 -- @chart line x=step y=predicted_s color=dispatch xlabel="step" ylabel="predicted rollout time (s)" title="Rollout time per dispatch policy (length-balanced: oracle bound)"
 WITH job AS (
-    -- Packed logs name ranks dp_rank * tp with tp_rank 0: the stride between ranks is tp.
+    -- the gpus parameter, the run's n_gpus, else the GPU count its ranks imply (run_ranks)
     SELECT coalesce($gpus, (SELECT n_gpus FROM runs WHERE run_id = $run_id),
-                    max(rank) + (max(rank) - min(rank)) // NULLIF(count(DISTINCT rank) - 1, 0)) AS gpus
-    FROM samples
-    WHERE run_id = $run_id
+                    (SELECT gpus_from_ranks FROM run_ranks WHERE run_id = $run_id)) AS gpus
 ),
 steps AS (
     SELECT w.step, w.policy, w.predicted_s, w.idle_frac, w.speedup,

@@ -19,11 +19,9 @@
 -- @column run_gpu_hours_saved DOUBLE  saved_s * gpus / 3600 (GPU-hours).
 -- @chart table title="GPU-hours saved over the whole run, per dispatch policy"
 WITH job AS (
-    -- whatif's rule: packed logs name ranks dp_rank * tp, so the stride between ranks is tp.
+    -- whatif's rule: the gpus parameter, the run's n_gpus, else run_ranks.gpus_from_ranks
     SELECT coalesce($gpus, (SELECT n_gpus FROM runs WHERE run_id = $run_id),
-                    max(rank) + (max(rank) - min(rank)) // NULLIF(count(DISTINCT rank) - 1, 0)) AS gpus
-    FROM samples
-    WHERE run_id = $run_id
+                    (SELECT gpus_from_ranks FROM run_ranks WHERE run_id = $run_id)) AS gpus
 ),
 totals AS (
     SELECT

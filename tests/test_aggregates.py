@@ -50,7 +50,9 @@ def test_aggregate_tables_belong_to_the_run(con, packed):
     assert set(FILLS) <= set(data_tables(con))
     run_id = ingest_paths(con, [packed]).run_id
     assert aggregate_rows(con) == {"step_lengths": 2, "step_rank_lengths": 3,
-                                   "step_length_bins": 5, "step_turns": 0}
+                                   "step_length_bins": 5, "step_turns": 0, "run_ranks": 1}
+    # ranks 0 and 4: stride 4 (= tp), so the job spans ranks 0..7 -> 8 GPUs
+    assert con.execute("SELECT ranks, gpus_from_ranks FROM run_ranks").fetchone() == (2, 8)
     assert delete_run(con, run_id)
     assert aggregate_rows(con) == dict.fromkeys(FILLS, 0)
 

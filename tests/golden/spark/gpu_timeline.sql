@@ -68,7 +68,40 @@ SELECT
   MAX(b.ts_us + b.dur_us) - MIN(b.ts_us) AS dur_us,
   CAST(SUM(b.dur_us) AS DOUBLE) AS busy_us,
   COUNT(*) AS events,
-  MODE(b.category) AS category,
+  GET(
+    TRANSFORM(
+      ARRAY_SORT(
+        COLLECT_LIST(STRUCT(b.dur_us AS k0, b.category AS k1, b.category AS v)),
+        (l, r) -> CASE
+          WHEN l.k0 IS NULL AND r.k0 IS NULL
+          THEN 0
+          WHEN l.k0 IS NULL
+          THEN 1
+          WHEN r.k0 IS NULL
+          THEN -1
+          WHEN l.k0 < r.k0
+          THEN 1
+          WHEN l.k0 > r.k0
+          THEN -1
+          ELSE CASE
+            WHEN l.k1 IS NULL AND r.k1 IS NULL
+            THEN 0
+            WHEN l.k1 IS NULL
+            THEN 1
+            WHEN r.k1 IS NULL
+            THEN -1
+            WHEN l.k1 < r.k1
+            THEN -1
+            WHEN l.k1 > r.k1
+            THEN 1
+            ELSE 0
+          END
+        END
+      ),
+      s -> s.v
+    ),
+    0
+  ) AS category,
   CASE
     WHEN COUNT(*) = 1
     THEN ANY_VALUE(k.name) IGNORE NULLS

@@ -186,7 +186,7 @@ WITH steps AS (
     AVG(compute) AS compute_mean
   FROM gpu
 ), job AS (
-  /* whatif's GPU count: the run's n_gpus, else max rank + rank stride (ranks are dp_rank * tp) */
+  /* whatif's GPU count: the run's n_gpus, else run_ranks.gpus_from_ranks */
   SELECT
     COALESCE(
       (
@@ -196,13 +196,14 @@ WITH steps AS (
         WHERE
           run_id = :run_id
       ),
-      MAX(rank) + (
-        MAX(rank) - MIN(rank)
-      ) DIV NULLIF(COUNT(DISTINCT rank) - 1, 0)
+      (
+        SELECT
+          gpus_from_ranks
+        FROM run_ranks
+        WHERE
+          run_id = :run_id
+      )
     ) AS gpus
-  FROM samples
-  WHERE
-    run_id = :run_id
 ), policies AS (
   /* whatif_savings per policy */
   SELECT

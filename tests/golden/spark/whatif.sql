@@ -1,5 +1,5 @@
 WITH job AS (
-  /* Packed logs name ranks dp_rank * tp with tp_rank 0: the stride between ranks is tp. */
+  /* the gpus parameter, the run's n_gpus, else the GPU count its ranks imply (run_ranks) */
   SELECT
     COALESCE(
       :gpus,
@@ -10,13 +10,14 @@ WITH job AS (
         WHERE
           run_id = :run_id
       ),
-      MAX(rank) + (
-        MAX(rank) - MIN(rank)
-      ) DIV NULLIF(COUNT(DISTINCT rank) - 1, 0)
+      (
+        SELECT
+          gpus_from_ranks
+        FROM run_ranks
+        WHERE
+          run_id = :run_id
+      )
     ) AS gpus
-  FROM samples
-  WHERE
-    run_id = :run_id
 ), steps AS (
   SELECT
     w.step,
