@@ -43,6 +43,17 @@ def read_expected(path: Path) -> tuple[list[str], list[list[str]]]:
     return header, rows
 
 
+def same_rows(a: list[tuple], b: list[tuple]) -> bool:
+    """Equal rows, floats to TOLERANCE: parallel aggregation may add in another order."""
+    def same(x, y) -> bool:
+        if isinstance(x, float) and isinstance(y, float):
+            return math.isclose(x, y, rel_tol=TOLERANCE, abs_tol=TOLERANCE) or (x != x and y != y)
+        return x == y
+
+    return len(a) == len(b) and all(
+        len(r) == len(q) and all(same(x, y) for x, y in zip(r, q)) for r, q in zip(a, b))
+
+
 def same_cell(actual, expected: str) -> bool:
     if expected == "":
         return actual is None

@@ -14,7 +14,7 @@ import pytest
 from ingest.aggregates import on_the_fly
 from ingest.load import ingest_paths, open_db
 from queries.catalog import bind, execute, load_catalog
-from tests.goldens import GOLDEN, case_names, load_case, mismatches
+from tests.goldens import GOLDEN, case_names, load_case, mismatches, same_rows
 
 VARIANTS = {
     "length_histogram__packed__step1": {"step_from": "1", "step_to": "1"},
@@ -77,7 +77,7 @@ def test_aggregates_equal_the_raw_computation_on_every_case(cases):
                 bound = bind(query, {"run_id": run_id})
                 cached = con.execute(query.sql, bound).fetchall()
                 raw = con.execute(on_the_fly(query.sql), bound).fetchall()
-                assert cached == raw, (case, run_id, query.name)
+                assert same_rows(cached, raw), (case, run_id, query.name)
 
 
 # ---- real traces --------------------------------------------------------------------------
@@ -108,7 +108,7 @@ def test_real_runs_aggregates_equal_raw(real):
             bound = bind(query, {"run_id": run_id})
             cached = con.execute(query.sql, bound).fetchall()
             raw = con.execute(on_the_fly(query.sql), bound).fetchall()
-            assert cached == raw, (key, query.name)
+            assert same_rows(cached, raw), (key, query.name, cached, raw)
 
 
 def test_real_dapo_facts(real):
