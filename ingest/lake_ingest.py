@@ -27,19 +27,17 @@ from ingest.lake import export_runs
 def ingest_to_lake(paths: list[Path], lake: Path, *, name: str | None = None,
                    format: str | None = None, force: bool = False, jobs: int | None = None,
                    run_overrides: dict | None = None) -> load.IngestResult:
-    """Ingest files (or directories of files) as one run of the lake at `lake`; returns its id.
+    """Ingest files (or directories of files) as one run of the lake at `lake`.
 
     The same content already in the lake is not ingested twice unless `force`;
     run_overrides fills runs columns the input does not carry, as in `ingest_paths`.
     """
-    overrides = load._checked_overrides(run_overrides)
-    files = load._collect(paths, format)
+    overrides = load.checked_overrides(run_overrides)
+    files = load.collect(paths, format)
     if any(f.format.claims_directory for f in files):
         raise IngestError("a Parquet lake is already a lake: ingest it into a database, "
                           "or copy its run_id=<id> partitions")
-    if not files:
-        raise IngestError("no trace files among the inputs")
-    digest = load._run_digest(files)
+    digest = load.run_digest(files)
     con = duckdb.connect()
     try:
         load.ensure_schema(con)
@@ -48,7 +46,7 @@ def ingest_to_lake(paths: list[Path], lake: Path, *, name: str | None = None,
         if existing and not force:
             return load.IngestResult(existing[0], "+".join(sorted({f.format.name for f in files})),
                                      {}, existing=True)
-        return _ingest_new(con, files, digest, lake, name or load._default_name(paths), jobs,
+        return _ingest_new(con, files, digest, lake, name or load.default_name(paths), jobs,
                            overrides)
     except duckdb.Error as e:
         raise IngestError(f"the data was rejected: {str(e).splitlines()[0]}") from None
@@ -56,7 +54,7 @@ def ingest_to_lake(paths: list[Path], lake: Path, *, name: str | None = None,
         con.close()
 
 
-def _ingest_new(con, files: list[load._File], digest: str, lake: Path, name: str,
+def _ingest_new(con, files: list[load.InputFile], digest: str, lake: Path, name: str,
                 jobs: int | None, overrides: dict) -> load.IngestResult:
     try:
         lake.mkdir(parents=True, exist_ok=True)
@@ -65,8 +63,8 @@ def _ingest_new(con, files: list[load._File], digest: str, lake: Path, name: str
         raise IngestError(f"cannot write a lake at {lake}: {e.strerror}") from None
     try:
         _parse_in_parallel(files, staging, jobs)
-        run_id = load._new_run_id(con, digest)
-        result = load._write(con, run_id, digest, files, name, None, overrides)
+        run_id = load.new_run_id(con, digest)
+        result = load.write_run(con, run_id, digest, files, name, None, overrides)
         export_runs(con, [run_id], lake)
         return result
     finally:
@@ -85,7 +83,7 @@ def _known_runs(con, lake: Path) -> None:
     con.unregister("_lake_runs")
 
 
-def _parse_in_parallel(files: list[load._File], staging: Path, jobs: int | None) -> None:
+def _parse_in_parallel(files: list[load.InputFile], staging: Path, jobs: int | None) -> None:
     work = [(i, f.path, f.format.name, staging) for i, f in enumerate(files)]
     if len(files) == 1 or jobs == 1:
         done = [_parse_to_parquet(*w) for w in work]
@@ -103,8 +101,8 @@ def _parse_in_parallel(files: list[load._File], staging: Path, jobs: int | None)
 def _parse_to_parquet(i: int, path: Path, format_name: str, staging: Path):
     """In a worker: parse one file, write each of its tables to staging; return the file paths.
     The format travels by name: formats hold functions, which do not pickle."""
-    f = load._File(path, "", 0, registry.get(format_name))
-    load._parse_each([f], None)
+    f = load.InputFile(path, "", 0, registry.get(format_name))
+    load.parse_one(f)
     tables = {}
     for table, data in f.parsed.tables.items():
         path = staging / f"{i}-{table}.parquet"

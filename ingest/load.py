@@ -42,7 +42,9 @@ class IngestResult:
 
 
 @dataclass
-class _File:
+class InputFile:
+    """One input (a file, or a directory a format takes whole) and what parsing it gave."""
+
     path: Path
     sha256: str
     bytes: int
@@ -76,7 +78,7 @@ def ingest_paths(
     progress: Progress | None = None,
     run_overrides: dict | None = None,
 ) -> IngestResult:
-    """Ingest files (or directories of files) as one run and return its id.
+    """Ingest files (or directories of files) as one run; a Parquet lake restores each of its runs.
 
     run_overrides fills runs columns (RUN_COLUMNS, e.g. max_response_len) the input does
     not carry; what the input says wins.
@@ -85,10 +87,10 @@ def ingest_paths(
     `failed` row per file records the attempt in `ingests`.
     """
     started = _now()
-    files: list[_File] = []
+    files: list[InputFile] = []
     try:
-        files = _collect(paths, format)
-        digest = _run_digest(files)
+        files = collect(paths, format)
+        digest = run_digest(files)
         if not force:
             existing = con.execute(
                 "SELECT run_id, format FROM runs WHERE sha256 = ? ORDER BY created_at LIMIT 1",
@@ -98,11 +100,11 @@ def ingest_paths(
         if any(f.path.is_dir() for f in files):  # a container of whole runs (a Parquet lake)
             _parse_all(files, progress)
             return _restore(con, files, name)
-        run_id = _new_run_id(con, digest)
-        return _write(con, run_id, digest, files, name or _default_name(paths), progress,
-                      _checked_overrides(run_overrides))
+        run_id = new_run_id(con, digest)
+        return write_run(con, run_id, digest, files, name or default_name(paths), progress,
+                         checked_overrides(run_overrides))
     except IngestError as e:
-        _log_failure(con, files or [_File(p, "", 0) for p in paths], str(e), started)
+        _log_failure(con, files or [InputFile(p, "", 0) for p in paths], str(e), started)
         raise
     except duckdb.Error as e:
         msg = f"database rejected the data: {str(e).splitlines()[0]}"
@@ -110,7 +112,8 @@ def ingest_paths(
         raise IngestError(msg) from None
 
 
-def _collect(paths: list[Path], forced: str | None) -> list[_File]:
+def collect(paths: list[Path], forced: str | None) -> list[InputFile]:
+    """The inputs below `paths` with their hashes and formats; IngestError if none is a trace."""
     fmt = registry.get(forced) if forced else None
     wholes = {p: _directory_format(p, fmt) for p in paths}
     files = [_whole_directory(p, f) for p, f in wholes.items() if f]
@@ -118,7 +121,7 @@ def _collect(paths: list[Path], forced: str | None) -> list[_File]:
     listed = list({p.resolve(): p for p in expand([p for p, f in wholes.items() if not f])}.values())
     named_dir = any(p.is_dir() for p in paths)
     for path, digest in zip(listed, _hashes(listed)):
-        f = _File(path, digest, path.stat().st_size)
+        f = InputFile(path, digest, path.stat().st_size)
         f.format = fmt or registry.detect(path)
         if f.format is None and not named_dir:
             if not read_head(path, 4096).strip():
@@ -150,24 +153,27 @@ def _directory_format(path: Path, forced: Format | None) -> Format | None:
     return registry.claiming(path)
 
 
-def _whole_directory(root: Path, fmt: Format) -> _File:
+def _whole_directory(root: Path, fmt: Format) -> InputFile:
     h, size = hashlib.sha256(), 0
     for path in expand([root]):
         h.update(f"{path.relative_to(root)}\0{sha256_file(path)}\n".encode())
         size += path.stat().st_size
-    return _File(root, h.hexdigest(), size, fmt)
+    return InputFile(root, h.hexdigest(), size, fmt)
 
 
-def _run_digest(files: list[_File]) -> str:
+def run_digest(files: list[InputFile]) -> str:
     h = hashlib.sha256()
     for f in sorted(files, key=lambda f: f.sha256):
         h.update(f.sha256.encode())
     return h.hexdigest()
 
 
-def _parse_all(files: list[_File], progress: Progress | None) -> None:
+def _parse_all(files: list[InputFile], progress: Progress | None) -> None:
     with _gc_paused():
-        _parse_each(files, progress)
+        for i, f in enumerate(files):
+            if progress:
+                progress(i, len(files), f.path.name)
+            parse_one(f)
     if progress:
         progress(len(files), len(files), "loading")
 
@@ -184,14 +190,7 @@ def _gc_paused():
             gc.enable()
 
 
-def _parse_each(files: list[_File], progress: Progress | None) -> None:
-    for i, f in enumerate(files):
-        if progress:
-            progress(i, len(files), f.path.name)
-        _parse_one(f)
-
-
-def _parse_one(f: _File) -> None:
+def parse_one(f: InputFile) -> None:
     f.started = _now()
     try:
         f.parsed = f.format.parse(f.path)
@@ -203,7 +202,7 @@ def _parse_one(f: _File) -> None:
         raise IngestError(f"{f.path.name}: {reason}") from None
 
 
-def _new_run_id(con: duckdb.DuckDBPyConnection, digest: str) -> str:
+def new_run_id(con: duckdb.DuckDBPyConnection, digest: str) -> str:
     run_id = digest[:12]
     salt = 0
     while con.execute("SELECT 1 FROM runs WHERE run_id = ?", [run_id]).fetchone():
@@ -212,12 +211,12 @@ def _new_run_id(con: duckdb.DuckDBPyConnection, digest: str) -> str:
     return run_id
 
 
-def _default_name(paths: list[Path]) -> str:
+def default_name(paths: list[Path]) -> str:
     p = paths[0].resolve()
     return p.name if len(paths) == 1 else f"{p.parent.name}/{p.name} (+{len(paths) - 1})"
 
 
-def _merged_run(files: list[_File]) -> dict:
+def _merged_run(files: list[InputFile]) -> dict:
     run: dict = {}
     for f in files:
         facts = run_facts(f.path) if f.format.name.startswith("polytrace") else {}
@@ -227,7 +226,7 @@ def _merged_run(files: list[_File]) -> dict:
     return run
 
 
-def _checked_overrides(overrides: dict | None) -> dict:
+def checked_overrides(overrides: dict | None) -> dict:
     unknown = set(overrides or {}) - set(RUN_COLUMNS)
     if unknown:
         raise IngestError(f"cannot set run field(s) {', '.join(sorted(unknown))}; "
@@ -235,8 +234,9 @@ def _checked_overrides(overrides: dict | None) -> dict:
     return {k: v for k, v in (overrides or {}).items() if v is not None}
 
 
-def _write(con, run_id: str, digest: str, files: list[_File], name: str,
-           progress: Progress | None = None, overrides: dict | None = None) -> IngestResult:
+def write_run(con, run_id: str, digest: str, files: list[InputFile], name: str,
+              progress: Progress | None = None, overrides: dict | None = None) -> IngestResult:
+    """Store the files as the new run `run_id` in one transaction, parsing those not parsed yet."""
     fmt_name = "+".join(sorted({f.format.name for f in files}))
     con.execute("BEGIN TRANSACTION")
     try:
@@ -259,7 +259,7 @@ def _write(con, run_id: str, digest: str, files: list[_File], name: str,
     return IngestResult(run_id, fmt_name, row_counts(con, run_id), warnings=warnings)
 
 
-def _stream(con, run_id: str, files: list[_File], progress: Progress | None) -> list[pa.Table]:
+def _stream(con, run_id: str, files: list[InputFile], progress: Progress | None) -> list[pa.Table]:
     """Parse file by file and insert every FLUSH_BYTES of Arrow data, inside the caller's transaction.
 
     Memory stays bounded by one flush, not by the run, and the run still lands all or
@@ -272,7 +272,7 @@ def _stream(con, run_id: str, files: list[_File], progress: Progress | None) -> 
             if progress:
                 progress(i, len(files), f.path.name)
             if f.parsed is None:  # the lake ingest parses in parallel before writing
-                _parse_one(f)
+                parse_one(f)
             f.rows = f.parsed.rows
             for table, data in f.parsed.tables.items():
                 if table == "sample_filter":
@@ -314,7 +314,7 @@ def _insert(con, table: str, run_id: str, data: pa.Table) -> None:
         con.unregister("_incoming")
 
 
-def _restore(con, files: list[_File], name: str | None) -> IngestResult:
+def _restore(con, files: list[InputFile], name: str | None) -> IngestResult:
     """Put back the whole runs a Parquet lake carries: same ids, rows and ingest history.
 
     A run whose id is already here with the same content is left alone; one with other
@@ -341,7 +341,7 @@ def _restore(con, files: list[_File], name: str | None) -> IngestResult:
                         warnings=warnings, run_ids=run_ids)
 
 
-def _restorable(con, f: _File) -> list[str]:
+def _restorable(con, f: InputFile) -> list[str]:
     """The lake's runs that are not here yet; a run id here with other content is a conflict."""
     fresh = []
     for run in f.parsed.runs:
@@ -354,7 +354,7 @@ def _restorable(con, f: _File) -> list[str]:
     return fresh
 
 
-def _insert_runs(con, tables: dict, run_ids: list[str], f: _File, note: str | None) -> None:
+def _insert_runs(con, tables: dict, run_ids: list[str], f: InputFile, note: str | None) -> None:
     """These runs' rows of every table, their aggregates and a log row, in one transaction."""
     views = {table: f"_lake_{i}" for i, table in enumerate(tables)}
     for table, view in views.items():
@@ -368,7 +368,7 @@ def _insert_runs(con, tables: dict, run_ids: list[str], f: _File, note: str | No
             for run_id in run_ids:
                 materialize(con, run_id)
                 rows = sum(row_counts(con, run_id).values())
-                _log(con, f, run_id, "ok", note, rows, f.started or _now())
+                _log_many(con, [(f, run_id, "ok", note, rows, f.started or _now())])
             con.execute("COMMIT")
         except BaseException:
             con.execute("ROLLBACK")
@@ -403,10 +403,6 @@ def _apply_filter(con, run_id: str, data: pa.Table) -> None:
         con.unregister("_filter")
 
 
-def _log(con, f: _File, run_id, status, error, rows, started) -> None:
-    _log_many(con, [(f, run_id, status, error, rows, started)])
-
-
 def _log_many(con, entries: list[tuple]) -> None:
     """One `ingests` row per (file, run_id, status, error, rows, started), in one INSERT."""
     finished = _now()
@@ -429,14 +425,13 @@ def _log_many(con, entries: list[tuple]) -> None:
         con.unregister("_ingest_log")
 
 
-def _log_failure(con, files: list[_File], reason: str, started: datetime) -> None:
+def _log_failure(con, files: list[InputFile], reason: str, started: datetime) -> None:
     try:
         con.execute("ROLLBACK")
     except duckdb.Error:
         pass
-    _log_many(con, [(f, None, "failed", reason, 0, started) for f in files or [_File(Path("?"), "", 0)]])
-
-
+    _log_many(con, [(f, None, "failed", reason, 0, started)
+                    for f in files or [InputFile(Path("?"), "", 0)]])
 
 
 def row_counts(con, run_id: str) -> dict[str, int]:

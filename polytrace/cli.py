@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import math
 import os
 import sys
 from pathlib import Path
@@ -47,13 +48,17 @@ def cmd_ingest(args) -> int:
         if bar:
             bar.stop()
         con.close()
+    _report(result, "already ingested" if result.existing else "ingested")
+    print("\n".join(result.run_ids))
+    return 0
+
+
+def _report(result, state: str) -> None:
+    """An ingest's warnings and row counts, on stderr: stdout carries only run ids."""
     for w in result.warnings:
         print(f"warning: {w}", file=sys.stderr)
     rows = ", ".join(f"{t}={n}" for t, n in result.rows.items())
-    state = "already ingested" if result.existing else "ingested"
     print(f"{state} {result.format}: {rows}", file=sys.stderr)
-    print("\n".join(result.run_ids))
-    return 0
 
 
 def _run_overrides(args) -> dict:
@@ -74,11 +79,7 @@ def _ingest_to_lake(args) -> int:
     result = ingest_to_lake([Path(p) for p in args.paths], Path(args.lake), name=args.name,
                             format=args.format, force=args.force, jobs=args.jobs,
                             run_overrides=_run_overrides(args))
-    for w in result.warnings:
-        print(f"warning: {w}", file=sys.stderr)
-    rows = ", ".join(f"{t}={n}" for t, n in result.rows.items())
-    state = "already in the lake" if result.existing else f"ingested into {args.lake}"
-    print(f"{state} {result.format}: {rows}", file=sys.stderr)
+    _report(result, "already in the lake" if result.existing else f"ingested into {args.lake}")
     print(result.run_id)
     return 0
 
@@ -94,7 +95,7 @@ def parse_params(pairs: list[str]) -> dict[str, str]:
 
 
 def _jsonable(value):
-    if isinstance(value, float) and value != value:
+    if isinstance(value, float) and not math.isfinite(value):
         return None
     if hasattr(value, "isoformat"):
         return value.isoformat()
@@ -121,13 +122,11 @@ def print_result(columns: list[str], rows: list[tuple], output: str) -> None:
 
 def cmd_query(args) -> int:
     from ingest.load import open_db
-    from queries.catalog import bind, execute, get_query
+    from queries.catalog import bind, execute, get_query, load_catalog
 
     try:
         query = get_query(args.name)
     except KeyError:
-        from queries.catalog import load_catalog
-
         raise CliError(f"unknown query {args.name!r}; known: {', '.join(load_catalog())}") from None
     bound = bind(query, parse_params(args.param))
     if args.engine == "spark":
@@ -203,12 +202,11 @@ def cmd_fidelity(args) -> int:
 
 def cmd_serve(args) -> int:
     import duckdb
+    import pydantic
     import uvicorn
 
     from server.app import create_app
     from server.settings import Settings
-
-    import pydantic
 
     overrides = {k: v for k, v in (("host", args.host), ("port", args.port)) if v is not None}
     try:

@@ -68,12 +68,10 @@ def build(db: Path, seed: int = 0) -> list[str]:
             # the cost model built into the code (calibrated on the shared H200 replay).
             from workload.whatif import simulate_and_store
             simulate_and_store(con, run_ids[0])
-            agent = getattr(synthetic, "write_demo_agent_traces", None)
-            if agent:
-                agent_dir = Path(tmp) / "agent"
-                agent_dir.mkdir()
-                agent(agent_dir, seed=seed)
-                run_ids.append(ingest_paths(con, [agent_dir], name=AGENT_RUN).run_id)
+            agent_dir = Path(tmp) / "agent"
+            agent_dir.mkdir()
+            synthetic.write_demo_agent_traces(agent_dir, seed=seed)
+            run_ids.append(ingest_paths(con, [agent_dir], name=AGENT_RUN).run_id)
     finally:
         con.close()
     return run_ids

@@ -112,7 +112,6 @@ class Database:
     def __init__(self, path: str, cache_rows: int = 0, lake: str | None = None):
         """The DuckDB file at path or, when lake is given, views over that Parquet lake
         (read-only: the server cannot upload to it or delete from it)."""
-        self.path = lake or path
         self.lake = lake
         if lake:
             self.con = open_lake(lake)  # can read the lake's files and nothing else

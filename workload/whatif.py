@@ -33,6 +33,12 @@ def store(con, run_id: str, rows: list[dict], calibration: str) -> int:
     return len(rows)
 
 
+def can_simulate(con, run_id: str) -> bool:
+    """Whether the run has what the simulation needs: samples with a dp_rank and a response length."""
+    return con.execute("SELECT 1 FROM samples WHERE run_id = ? AND dp_rank IS NOT NULL "
+                       "AND response_len IS NOT NULL LIMIT 1", [run_id]).fetchone() is not None
+
+
 def simulate_and_store(con, run_id: str, model: CostModel = H200_REPLAY_GRID,
                        policies: tuple[str, ...] = DEFAULT_POLICIES) -> int:
     """Simulate a run under the default policies and store the results, e.g. right after a demo ingest."""

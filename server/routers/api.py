@@ -131,7 +131,7 @@ async def health(request: Request, settings: SettingsDep) -> dict:
 # --- runs -------------------------------------------------------------------------------------
 
 async def list_runs(db: DbDep, settings: SettingsDep) -> dict:
-    result = await _run(db, settings, get_query("runs"), {})
+    result = await run_bound(db, settings, get_query("runs"), {})
     return {"ok": True, "runs": [dict(zip(result.columns, r)) for r in result.rows]}
 
 
@@ -173,12 +173,11 @@ async def remove_run(run_id: str, db: DbDep) -> dict:
 def _simulate(run_id: str, cur) -> dict:
     from workload import WorkloadError
     from workload.costmodel import H200_REPLAY_GRID
-    from workload.whatif import DEFAULT_POLICIES, simulate_and_store
+    from workload.whatif import DEFAULT_POLICIES, can_simulate, simulate_and_store
 
     if not cur.execute("SELECT 1 FROM runs WHERE run_id = ?", [run_id]).fetchone():
         raise ApiError(404, f"unknown run {run_id!r}")
-    if not cur.execute("SELECT 1 FROM samples WHERE run_id = ? AND dp_rank IS NOT NULL "
-                       "AND response_len IS NOT NULL LIMIT 1", [run_id]).fetchone():
+    if not can_simulate(cur, run_id):
         raise ApiError(409, f"run {run_id!r} has no samples with a dp_rank: the simulation needs "
                             "per-rank response lengths")
     try:
@@ -307,7 +306,8 @@ def _query_responses() -> dict:
     return {200: {"content": content}, **_errors(404, 422, 504)}
 
 
-async def _run(db: Database, settings: Settings, query: Query, bound: dict, fmt: str = "json"):
+async def run_bound(db: Database, settings: Settings, query: Query, bound: dict, fmt: str = "json"):
+    """Run a bound catalog query off the event loop; timeouts and rejected values become ApiError."""
     runner = db.query_arrow if fmt == "parquet" else db.query
     try:
         return await run_in_threadpool(runner, query, bound, settings.query_timeout_ms,
@@ -328,9 +328,9 @@ async def answer(query: Query, request: Request, db: Database, settings: Setting
         raise ApiError(422, str(e)) from None
     fmt = fmt or negotiate(request.headers.get("accept"))
     if fmt == "parquet":
-        table, truncated = await _run(db, settings, query, bound, fmt)
+        table, truncated = await run_bound(db, settings, query, bound, fmt)
         return parquet_result(table, truncated, query.name)
-    result = await _run(db, settings, query, bound, fmt)
+    result = await run_bound(db, settings, query, bound, fmt)
     return csv_result(result, query.name) if fmt == "csv" else json_result(result)
 
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import math
 import os
+from functools import partial
 from importlib import resources
 from typing import Any
 from urllib.parse import urlencode
@@ -16,8 +17,10 @@ from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
 
 from queries.catalog import ParamError, Query, bind, load_catalog
-from server.db import Database, QueryTimeout
+from server.db import Database
 from server.deps import DbDep, SettingsDep
+from server.errors import ApiError
+from server.routers.api import run_bound
 from server.headlines import findings, fmt
 
 router = APIRouter(include_in_schema=False)
@@ -135,13 +138,11 @@ async def chart_data(db: Database, settings, query: Query, params: dict[str, Any
     """One chart's rows, as the REST API would return them, then filtered to an x window
     and downsampled for display. Errors come back in the API's error shape."""
     try:
-        bound = bind(query, params)
-        result = await run_in_threadpool(db.query, query, bound, settings.query_timeout_ms,
-                                         settings.row_cap)
+        result = await run_bound(db, settings, query, bind(query, params))
     except ParamError as e:
         return {"ok": False, "error": str(e), "status": 422}
-    except QueryTimeout as e:
-        return {"ok": False, "error": str(e), "status": 504}
+    except ApiError as e:
+        return {"ok": False, "error": e.error, "status": e.status}
     except duckdb.Error as e:
         return {"ok": False, "error": f"query {query.name!r} failed: {str(e).splitlines()[0]}",
                 "status": 500}
@@ -229,9 +230,14 @@ async def _summary(db: Database, settings, run_id: str) -> dict:
     if not data or not data["rows"]:
         return {"row": {}, "sentences": [], "rest": None}
     row = dict(zip(data["columns"], data["rows"][0]))
-    docs = {c.name: c.description for c in load_catalog()["run_summary"].columns}
-    return {"row": row, "sentences": findings(row, docs),
+    return {"row": row, "sentences": findings(row, _summary_docs()),
             "rest": rest_url("run_summary", {"run_id": run_id})}
+
+
+def _summary_docs() -> dict[str, str]:
+    """run_summary's column descriptions by name; empty if a site's catalog lacks the query."""
+    query = load_catalog().get("run_summary")
+    return {c.name: c.description for c in query.columns} if query else {}
 
 
 def _not_found(request: Request, what: str) -> HTMLResponse:
@@ -247,11 +253,11 @@ def runs_page(request: Request, settings: SettingsDep):
 
 
 async def _can_simulate(db: Database, settings, run_id: str) -> bool:
-    """Whether the What if simulation has what it needs: samples with a dp_rank."""
-    def probe(cur) -> bool:
-        return cur.execute("SELECT 1 FROM samples WHERE run_id = ? AND dp_rank IS NOT NULL "
-                           "AND response_len IS NOT NULL LIMIT 1", [run_id]).fetchone() is not None
-    return await run_in_threadpool(db.read, probe, settings.query_timeout_ms, f"run {run_id!r}")
+    """Whether POST /api/runs/{run_id}/whatif would have what it needs."""
+    from workload.whatif import can_simulate
+
+    return await run_in_threadpool(db.read, partial(can_simulate, run_id=run_id),
+                                   settings.query_timeout_ms, f"run {run_id!r}")
 
 
 @router.get("/runs/{run_id}", response_class=HTMLResponse)
@@ -292,10 +298,8 @@ def _compare_cards(left: dict, right: dict) -> list[dict]:
 
 
 def _summary_table(sa: dict, sb: dict) -> list[dict]:
-    docs = {c.name: c.description for c in load_catalog()["run_summary"].columns} \
-        if "run_summary" in load_catalog() else {}
     rows = []
-    for col, doc in docs.items():
+    for col, doc in _summary_docs().items():
         va, vb = sa["row"].get(col), sb["row"].get(col)
         if col == "run_id" or (va is None and vb is None):
             continue
