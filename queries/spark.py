@@ -1,6 +1,7 @@
 """Catalog queries on Apache Spark over a Parquet lake: local mode, or a cluster through Spark Connect."""
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,9 @@ LOCAL_CONF = {
     "spark.sql.shuffle.partitions": "2",
     # one GC thread: local mode shares a small machine with the Python side
     "spark.driver.extraJavaOptions": "-XX:+UseSerialGC",
+    # local mode talks to itself only: keep the driver on loopback, not the host's address
+    "spark.driver.host": "127.0.0.1",
+    "spark.driver.bindAddress": "127.0.0.1",
 }
 DUCKDB_TO_SPARK_TYPES = {"VARCHAR": "STRING", "INTEGER": "INT", "BIGINT": "BIGINT", "DOUBLE": "DOUBLE",
                          "BOOLEAN": "BOOLEAN", "TIMESTAMP": "TIMESTAMP_NTZ", "JSON": "STRING"}
@@ -45,6 +49,7 @@ def session(remote: str | None = None, master: str = "local[2]"):
     else:
         if not shutil.which("java"):
             raise SparkUnavailable("--engine spark in local mode needs a Java runtime (java on PATH)")
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         builder = builder.master(master)
         for key, value in LOCAL_CONF.items():
             builder = builder.config(key, value)
