@@ -340,8 +340,9 @@ def catalog_page(request: Request):
     groups: dict[str, list[dict]] = {}
     for q in load_catalog().values():
         groups.setdefault(q.section, []).append(q.as_dict())
-    order = [*SECTIONS, "Runs", "Other"]
-    ordered = sorted(groups.items(), key=lambda kv: order.index(kv[0]) if kv[0] in order else 99)
+    # the runs list first; two-run queries (Fidelity) before the catch-all Other
+    order = ["Runs", *SECTIONS[:-1], "Fidelity", "Other"]
+    ordered = sorted(groups.items(), key=lambda kv: order.index(kv[0]) if kv[0] in order else len(order))
     return templates.TemplateResponse(request, "queries.html", {"groups": ordered})
 
 
