@@ -3,8 +3,9 @@
 Each side runs as its own subprocess on the same generated traces (bench/kineto_traces.py:
 the shared trace_filter ranks replicated into more profiler steps). Prints wall time,
 throughput in MB/s of uncompressed JSON, peak RSS, their ratios, and the idle-time
-agreement. HTA parses ranks in a process pool, so peak RSS is shown two ways: the largest
-single process (getrusage) and the whole process tree (sampled from /proc every 0.1 s).
+agreement. Both sides parse rank files in a process pool (PolyTrace forks one worker per
+core), so peak RSS is shown two ways: the largest single process (getrusage) and the whole
+process tree (sampled from /proc every 0.1 s; shared pages count once per process).
 """
 from __future__ import annotations
 
@@ -30,6 +31,12 @@ def peak_rss_mb() -> float:
     return max(own, kids) / 1024
 
 
+def cpu_s() -> float:
+    """CPU seconds of this process and its waited-for children (the ingest's parse workers)."""
+    return sum(r.ru_utime + r.ru_stime for r in (resource.getrusage(resource.RUSAGE_SELF),
+                                                 resource.getrusage(resource.RUSAGE_CHILDREN)))
+
+
 def child_hta(trace_dir: Path) -> dict:
     import logging
     import warnings
@@ -49,9 +56,9 @@ def child_polytrace(trace_dir: Path) -> dict:
 
     with tempfile.TemporaryDirectory() as tmp:
         con = open_db(Path(tmp) / "bench.duckdb")
-        started, cpu = time.perf_counter(), time.process_time()
+        started, cpu = time.perf_counter(), cpu_s()
         run = ingest_paths(con, [trace_dir]).run_id
-        ingested, ingest_cpu = time.perf_counter(), time.process_time() - cpu
+        ingested, ingest_cpu = time.perf_counter(), cpu_s() - cpu
         query = get_query("gpu_time")
         rows = execute(con, query, bind(query, {"run_id": run})).rows
         con.close()
@@ -106,7 +113,8 @@ def report(mb: float, hta: dict, ours: dict) -> None:
     for name, r in (("HTA 0.5", hta), ("PolyTrace", ours)):
         print(f"{name:12}{r['wall_s']:>10.2f}{mb / r['wall_s']:>8.1f}{r['rss_mb']:>31.0f}{r['tree_mb']:>28.0f}")
     print(f"PolyTrace inside the process: ingest {ours['ingest_s']:.2f} s wall ({mb / ours['ingest_s']:.1f} MB/s), "
-          f"{ours['ingest_cpu_s']:.2f} s CPU ({mb / ours['ingest_cpu_s']:.1f} MB per CPU second; target >= 100); "
+          f"{ours['ingest_cpu_s']:.2f} s CPU over its processes ({mb / ours['ingest_cpu_s']:.1f} MB per CPU second; "
+          f"target >= 100); "
           f"gpu_time {ours['query_s']:.2f} s")
     print(f"speed-up (HTA wall / PolyTrace wall): {hta['wall_s'] / ours['wall_s']:.1f}x  (target >= 10x)")
     print(f"memory (PolyTrace peak / HTA peak):   {ours['tree_mb'] / hta['tree_mb']:.2f} of the process trees, "

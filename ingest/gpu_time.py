@@ -4,6 +4,8 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
+from ingest.columns import from_list
+
 COLUMNS = ("rank", "step", "include_last_step", "kernel_time_us", "busy_us", "compute_us")
 
 
@@ -45,4 +47,4 @@ def step_time_rows(rank: int, ts: np.ndarray, dur: np.ndarray, compute: np.ndarr
 def step_time_table(rows: list[tuple]) -> pa.Table:
     cols = list(zip(*rows)) if rows else [[] for _ in COLUMNS]
     types = (pa.int32(), pa.int32(), pa.bool_(), pa.float64(), pa.float64(), pa.float64())
-    return pa.table({name: pa.array(list(col), t) for name, col, t in zip(COLUMNS, cols, types)})
+    return pa.table({name: from_list(list(col), t) for name, col, t in zip(COLUMNS, cols, types)})

@@ -18,7 +18,7 @@ from pathlib import Path
 import duckdb
 import pyarrow.parquet as pq
 
-from ingest import load, registry
+from ingest import load
 from ingest.contract import IngestError, Parsed
 from ingest.formats.parquet_lake import lake_dataset, lake_tables
 from ingest.lake import export_runs
@@ -99,14 +99,12 @@ def _parse_in_parallel(files: list[load.InputFile], staging: Path, jobs: int | N
 
 
 def _parse_to_parquet(i: int, path: Path, format_name: str, staging: Path):
-    """In a worker: parse one file, write each of its tables to staging; return the file paths.
-    The format travels by name: formats hold functions, which do not pickle."""
-    f = load.InputFile(path, "", 0, registry.get(format_name))
-    load.parse_one(f)
+    """In a worker: parse one file, write each of its tables to staging; return the file paths."""
+    parsed, started = load.parse_by_name(path, format_name)
     tables = {}
-    for table, data in f.parsed.tables.items():
+    for table, data in parsed.tables.items():
         path = staging / f"{i}-{table}.parquet"
         pq.write_table(data, path)
         tables[table] = path
-    return tables, f.parsed.run, f.parsed.warnings, f.started
+    return tables, parsed.run, parsed.warnings, started
 

@@ -3,20 +3,24 @@ from __future__ import annotations
 
 import gc
 import hashlib
-from collections import Counter
-from concurrent.futures import ThreadPoolExecutor
+import multiprocessing
+import os
+from collections import Counter, deque
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from importlib import resources
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 import duckdb
 import pyarrow as pa
 
 from ingest import registry
 from ingest.aggregates import FILLS, aggregates_sql, backfill, materialize
+from ingest.columns import from_list
 from ingest.contract import Format, IngestError, Parsed
 from ingest.layout import run_facts
 from ingest.sources import expand, read_head, sha256_file
@@ -24,6 +28,8 @@ from ingest.sources import expand, read_head, sha256_file
 RUN_COLUMNS = ("framework", "model", "task", "max_response_len", "n_gpus", "config")
 # Parsed Arrow data held before it is inserted: bounds ingest memory on runs of any size.
 FLUSH_BYTES = 256 * 1024**2
+# Below this many input bytes, forking parse workers costs more than it saves.
+PARALLEL_MIN_BYTES = 32 * 1024**2
 Progress = Callable[[int, int, str], None]
 
 
@@ -268,11 +274,9 @@ def _stream(con, run_id: str, files: list[InputFile], progress: Progress | None)
     pending: dict[str, list[pa.Table]] = {}
     filters, size = [], 0
     with _gc_paused():
-        for i, f in enumerate(files):
+        for i, f in enumerate(_parsed_in_order(files)):
             if progress:
                 progress(i, len(files), f.path.name)
-            if f.parsed is None:  # the lake ingest parses in parallel before writing
-                parse_one(f)
             f.rows = f.parsed.rows
             for table, data in f.parsed.tables.items():
                 if table == "sample_filter":
@@ -288,6 +292,66 @@ def _stream(con, run_id: str, files: list[InputFile], progress: Progress | None)
             progress(len(files), len(files), "loading")
         _flush(con, run_id, pending)
     return filters
+
+
+def parse_jobs(files: list[InputFile]) -> int:
+    """Worker processes for parsing these files: POLYTRACE_PARSE_JOBS, else one per core;
+    1 for a single file or less than PARALLEL_MIN_BYTES in all."""
+    todo = [f for f in files if f.parsed is None]
+    if len(todo) < 2 or sum(f.bytes for f in todo) < PARALLEL_MIN_BYTES:
+        return 1
+    setting = os.environ.get("POLYTRACE_PARSE_JOBS", "").strip()
+    try:
+        jobs = int(setting) if setting else os.cpu_count() or 1
+    except ValueError:
+        raise IngestError(f"POLYTRACE_PARSE_JOBS must be a whole number, not {setting!r}") from None
+    return max(1, min(jobs, len(todo)))
+
+
+def _parsed_in_order(files: list[InputFile]) -> Iterator[InputFile]:
+    """Each file, parsed, in input order; files the caller parsed already pass through.
+
+    With more than one job the parsing runs in forked worker processes, at most `jobs`
+    files ahead of the caller, so the caller's inserts overlap the next files' parsing
+    and memory stays bounded. Fork, not forkserver: a worker starts in milliseconds with
+    every module already imported, and it never touches the parent's DuckDB or threads.
+    """
+    jobs = parse_jobs(files)
+    if jobs == 1:
+        for f in files:
+            if f.parsed is None:
+                parse_one(f)
+            yield f
+        return
+    pool = ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("fork"))
+    try:
+        ahead: deque = deque()
+        for f in files:
+            ahead.append((f, pool.submit(parse_by_name, f.path, f.format.name) if f.parsed is None else None))
+            if len(ahead) > jobs:
+                yield _collected(*ahead.popleft())
+        while ahead:
+            yield _collected(*ahead.popleft())
+    finally:
+        pool.shutdown(cancel_futures=True)
+
+
+def _collected(f: InputFile, future) -> InputFile:
+    if future is not None:
+        try:
+            f.parsed, f.started = future.result()
+        except BrokenProcessPool:
+            raise IngestError(f"{f.path.name}: the parse worker died (out of memory?); "
+                              "try POLYTRACE_PARSE_JOBS=1") from None
+    return f
+
+
+def parse_by_name(path: Path, format_name: str) -> tuple[Parsed, datetime]:
+    """Parse one file in a worker process. The format travels by name: formats hold
+    functions, which do not pickle."""
+    f = InputFile(path, "", 0, registry.get(format_name))
+    parse_one(f)
+    return f.parsed, f.started
 
 
 def _flush(con, run_id: str, pending: dict[str, list[pa.Table]]) -> None:
@@ -407,16 +471,16 @@ def _log_many(con, entries: list[tuple]) -> None:
     """One `ingests` row per (file, run_id, status, error, rows, started), in one INSERT."""
     finished = _now()
     cols = {
-        "run_id": pa.array([e[1] for e in entries], pa.string()),
-        "file_name": pa.array([str(e[0].path) for e in entries], pa.string()),
-        "sha256": pa.array([e[0].sha256 or None for e in entries], pa.string()),
-        "format": pa.array([e[0].format.name if e[0].format else None for e in entries], pa.string()),
-        "bytes": pa.array([e[0].bytes for e in entries], pa.int64()),
-        "rows": pa.array([e[4] for e in entries], pa.int64()),
-        "status": pa.array([e[2] for e in entries], pa.string()),
-        "error": pa.array([e[3] for e in entries], pa.string()),
-        "started_at": pa.array([e[5] for e in entries], pa.timestamp("us")),
-        "finished_at": pa.array([finished] * len(entries), pa.timestamp("us")),
+        "run_id": from_list([e[1] for e in entries], pa.string()),
+        "file_name": from_list([str(e[0].path) for e in entries], pa.string()),
+        "sha256": from_list([e[0].sha256 or None for e in entries], pa.string()),
+        "format": from_list([e[0].format.name if e[0].format else None for e in entries], pa.string()),
+        "bytes": from_list([e[0].bytes for e in entries], pa.int64()),
+        "rows": from_list([e[4] for e in entries], pa.int64()),
+        "status": from_list([e[2] for e in entries], pa.string()),
+        "error": from_list([e[3] for e in entries], pa.string()),
+        "started_at": from_list([e[5] for e in entries], pa.timestamp("us")),
+        "finished_at": from_list([finished] * len(entries), pa.timestamp("us")),
     }
     con.register("_ingest_log", pa.table(cols))
     try:

@@ -17,6 +17,7 @@ import httpx
 import pyarrow.parquet as pq
 import pytest
 
+from ingest import load
 from ingest.load import data_tables, ingest_paths, open_db
 
 DAPO = "polytrace/verl/profile/packed_length_log/20260614_023133"
@@ -160,11 +161,16 @@ def test_upload_get_list_delete_a_run(make_server, tmp_path):
 
 # --- uploads of real shared data ------------------------------------------------------------
 
-def test_directory_upload_is_one_run_equal_to_cli_ingest(make_server, shared_data, tmp_path):
+@pytest.mark.parametrize("workers", [False, True], ids=["parsed in-process", "parsed by forked workers"])
+def test_directory_upload_is_one_run_equal_to_cli_ingest(make_server, shared_data, tmp_path, monkeypatch,
+                                                          workers):
     folder = shared_data / DAPO
     con = open_db(tmp_path / "cli.duckdb")
     expected = ingest_paths(con, [folder])
     con.close()
+    if workers:  # the server's ingest thread forks the parse workers
+        monkeypatch.setattr(load, "PARALLEL_MIN_BYTES", 0)
+        monkeypatch.setenv("POLYTRACE_PARSE_JOBS", "2")
     srv = make_server()
     files = [(f"20260614_023133/{p.name}", p.read_bytes()) for p in sorted(folder.iterdir())]
     r = upload(srv, files)

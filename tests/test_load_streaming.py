@@ -37,7 +37,7 @@ def test_flushed_files_make_one_run(con, tmp_path, flush_every_file):
                        [result.run_id]).fetchall() == [(3,)]
 
 
-def test_a_late_parse_failure_rolls_back_flushed_files(con, tmp_path, flush_every_file):
+def assert_late_failure_changes_nothing(con, tmp_path) -> None:
     before = counts(con)
     bad = tmp_path / "packed_lengths_step_9.jsonl"
     bad.write_text('{"step": 9, "input": -1, "output": [1]}\n')
@@ -46,6 +46,10 @@ def test_a_late_parse_failure_rolls_back_flushed_files(con, tmp_path, flush_ever
     assert counts(con) == before
     assert con.execute("SELECT count(*) FROM runs").fetchall() == [(0,)]
     assert con.execute("SELECT count(*) FROM ingests WHERE status = 'failed'").fetchall() == [(4,)]
+
+
+def test_a_late_parse_failure_rolls_back_flushed_files(con, tmp_path, flush_every_file):
+    assert_late_failure_changes_nothing(con, tmp_path)
 
 
 def test_a_late_filter_failure_rolls_back_flushed_files(con, tmp_path, flush_every_file):
@@ -57,3 +61,39 @@ def test_a_late_filter_failure_rolls_back_flushed_files(con, tmp_path, flush_eve
         ingest_paths(con, [*steps(tmp_path, 2), flt])
     assert counts(con) == {t: 0 for t in counts(con)}
     assert con.execute("SELECT count(*) FROM runs").fetchall() == [(0,)]
+
+
+@pytest.fixture
+def parse_in_workers(monkeypatch):
+    """Fork two parse workers even for tiny inputs."""
+    monkeypatch.setattr(load, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setenv("POLYTRACE_PARSE_JOBS", "2")
+
+
+def table_rows(con, run_id: str) -> dict:
+    return {t: con.execute(f'SELECT * EXCLUDE (run_id) FROM "{t}" WHERE run_id = ? ORDER BY ALL',
+                           [run_id]).fetchall() for t in data_tables(con)}
+
+
+def test_worker_processes_parse_what_one_process_parses(tmp_path, parse_in_workers, monkeypatch):
+    paths = steps(tmp_path, 5)
+    assert load.parse_jobs(load.collect(paths, None)) == 2
+    parallel = load.open_db(tmp_path / "parallel.duckdb")
+    in_workers = ingest_paths(parallel, paths)
+    monkeypatch.setenv("POLYTRACE_PARSE_JOBS", "1")
+    assert load.parse_jobs(load.collect(paths, None)) == 1
+    serial = load.open_db(tmp_path / "serial.duckdb")
+    in_process = ingest_paths(serial, paths)
+    assert in_workers.rows == in_process.rows == {"samples": 10}
+    assert table_rows(parallel, in_workers.run_id) == table_rows(serial, in_process.run_id)
+    assert parallel.execute("SELECT count(*) FROM ingests WHERE status = 'ok'").fetchall() == [(5,)]
+
+
+def test_a_parse_failure_in_a_worker_leaves_the_tables_unchanged(con, tmp_path, parse_in_workers):
+    assert_late_failure_changes_nothing(con, tmp_path)
+
+
+def test_parse_jobs_must_be_a_number(con, tmp_path, parse_in_workers, monkeypatch):
+    monkeypatch.setenv("POLYTRACE_PARSE_JOBS", "many")
+    with pytest.raises(IngestError, match="POLYTRACE_PARSE_JOBS must be a whole number"):
+        ingest_paths(con, steps(tmp_path, 2))

@@ -16,6 +16,7 @@ import numpy as np
 import pyarrow as pa
 
 from ingest import archives
+from ingest.columns import from_list, from_numpy
 from ingest.contract import Format, IngestError, Parsed
 from ingest.gpu_time import step_time_rows, step_time_table
 from ingest.sources import max_inflate_bytes, open_stream
@@ -27,6 +28,7 @@ MEMORY_CATS = {"gpu_memcpy", "gpu_memset", "Memcpy", "Memset"}
 GPU_CATS = KERNEL_CATS | MEMORY_CATS
 LAUNCH_CATS = {"cuda_runtime", "cuda_driver", "Runtime", "Driver"}
 CATEGORIES = ("compute", "communication", "memory")
+_CATEGORY_NAMES = from_list(list(CATEGORIES), pa.string())
 COMPUTE, COMMUNICATION, MEMORY = range(3)
 _COMM_NAME = re.compile(r"nccl|rccl", re.IGNORECASE)
 _STEP_NAME = re.compile(r"ProfilerStep\s*#\s*(\d+)")
@@ -241,15 +243,16 @@ def _events_table(trace: RankTrace) -> tuple[pa.Table, list[tuple]]:
     ids = np.array([name_id(s) for s in trace.names], dtype=np.int64)
     kind = np.frombuffer(trace.kind, dtype=np.int8)[order]
     dur = np.frombuffer(trace.dur, dtype=np.float64)[order]
+    names = ids[np.frombuffer(trace.name, dtype=np.int64)[order]] if n else ids[:0]
     table = pa.table({
-        "rank": pa.array(np.full(n, trace.rank, dtype=np.int32)),
-        "step": pa.array(step, mask=~has_step),
-        "stream": pa.array(np.frombuffer(trace.stream, dtype=np.int64)[order].astype(np.int32)),
-        "category": pa.array(np.array(CATEGORIES, dtype=object)[kind], pa.string()),
-        "name_id": pa.array(ids[np.frombuffer(trace.name, dtype=np.int64)[order]] if n else ids[:0]),
-        "ts_us": pa.array(ts),
-        "dur_us": pa.array(dur),
-        "hta_excluded": pa.array(excluded),
+        "rank": from_numpy(np.full(n, trace.rank, dtype=np.int32)),
+        "step": from_numpy(step, has_step),
+        "stream": from_numpy(np.frombuffer(trace.stream, dtype=np.int64)[order].astype(np.int32)),
+        "category": pa.DictionaryArray.from_arrays(from_numpy(kind), _CATEGORY_NAMES).cast(pa.string()),
+        "name_id": from_numpy(names),
+        "ts_us": from_numpy(ts),
+        "dur_us": from_numpy(dur),
+        "hta_excluded": from_numpy(excluded),
     })
     rows = step_time_rows(trace.rank, ts, dur, kind == COMPUTE, step, has_step, excluded)
     return table, rows
@@ -265,22 +268,22 @@ def _tables(traces: list[RankTrace]) -> dict[str, pa.Table]:
     return {
         "gpu_events": pa.concat_tables([table for table, _ in built]),
         "gpu_step_time": step_time_table([row for _, rows in built for row in rows]),
-        "kernel_names": pa.table({"name_id": pa.array(list(names), pa.int64()),
-                                  "name": pa.array(list(names.values()), pa.string())}),
+        "kernel_names": pa.table({"name_id": from_list(list(names), pa.int64()),
+                                  "name": from_list(list(names.values()), pa.string())}),
         "profiler_steps": pa.table({
-            "rank": pa.array([s[0] for s in steps], pa.int32()),
-            "step": pa.array([s[1] for s in steps], pa.int32()),
-            "ts_us": pa.array([s[2] for s in steps], pa.float64()),
-            "dur_us": pa.array([s[3] for s in steps], pa.float64())}),
+            "rank": from_list([s[0] for s in steps], pa.int32()),
+            "step": from_list([s[1] for s in steps], pa.int32()),
+            "ts_us": from_list([s[2] for s in steps], pa.float64()),
+            "dur_us": from_list([s[3] for s in steps], pa.float64())}),
         "gpu_ranks": pa.table({
-            "rank": pa.array([t.rank for t in traces], pa.int32()),
-            "source": pa.array([t.source for t in traces], pa.string()),
-            "rank_from": pa.array([t.rank_from for t in traces], pa.string()),
-            "world_size": pa.array([t.world_size for t in traces], pa.int32()),
-            "device": pa.array([t.device for t in traces], pa.string()),
-            "trace_events": pa.array([t.events for t in traces], pa.int64()),
-            "gpu_events": pa.array([len(t.ts) for t in traces], pa.int64()),
-            "profiler_steps": pa.array([len(t.steps) for t in traces], pa.int32())}),
+            "rank": from_list([t.rank for t in traces], pa.int32()),
+            "source": from_list([t.source for t in traces], pa.string()),
+            "rank_from": from_list([t.rank_from for t in traces], pa.string()),
+            "world_size": from_list([t.world_size for t in traces], pa.int32()),
+            "device": from_list([t.device for t in traces], pa.string()),
+            "trace_events": from_list([t.events for t in traces], pa.int64()),
+            "gpu_events": from_list([len(t.ts) for t in traces], pa.int64()),
+            "profiler_steps": from_list([len(t.steps) for t in traces], pa.int32())}),
     }
 
 
