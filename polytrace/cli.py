@@ -276,6 +276,8 @@ def cmd_simulate(args) -> int:
     from ingest.load import open_db
     from workload import costmodel, simulate, whatif
 
+    if args.iterations and not args.compare:
+        raise CliError("--iterations needs --compare ENGINES_JSONL")
     model = costmodel.load(Path(args.calibration))
     if args.engine_speed == "uniform":
         model = dataclasses.replace(model, speed={})
@@ -288,18 +290,39 @@ def cmd_simulate(args) -> int:
     finally:
         con.close()
     if args.compare:
-        table, accuracy = whatif.compare(rows, whatif.read_measured(Path(args.compare)))
-        columns = ["step", "engine", "measured_s", "predicted_s", "error_pct", "measured_idle_frac",
-                   "predicted_idle_frac", "idle_error_pp"]
-        print_result(columns, [tuple(r.get(c) for c in columns) for r in table], args.output)
-        print(f"accuracy: {accuracy:.1f}% (100 - mean |error %| over engines)", file=sys.stderr)
-        return 0
+        return _print_comparison(rows, model, args)
     columns = ["step", "policy", "engine", "n", "tokens", "max_len", "predicted_s", "idle_frac",
                "speedup", "oracle"]
     if args.output == "table":
         rows = [dict(r, policy=r["policy"] + (" (oracle)" if r["oracle"] else "")) for r in rows
                 if r["engine"] is None]
     print_result(columns, [tuple(r.get(c) for c in columns) for r in rows], args.output)
+    return 0
+
+
+def _print_comparison(rows: list[dict], model, args) -> int:
+    from workload import replay, whatif
+
+    engines = replay.read_engines(Path(args.compare))
+    table, accuracy = whatif.compare(rows, {key: e["total_s"] for key, e in engines.items()})
+    columns = ["step", "engine", "measured_s", "predicted_s", "error_pct", "measured_idle_frac",
+               "predicted_idle_frac", "idle_error_pp"]
+    if args.iterations:
+        parts = replay.explain(engines, replay.read_iterations(Path(args.iterations)), model)
+        undisturbed, steady = whatif.compare(rows, {key: p["undisturbed_s"] for key, p in parts.items()})
+        for row, calm in zip(table, undisturbed):
+            row.update(parts.get((row["step"], row["engine"]), {}), undisturbed_s=calm["measured_s"],
+                       undisturbed_error_pct=calm["error_pct"],
+                       undisturbed_idle_frac=calm.get("measured_idle_frac"),
+                       undisturbed_idle_error_pp=calm.get("idle_error_pp"))
+        columns += [*replay.EXPLAIN_COLUMNS[:-1], "undisturbed_s", "undisturbed_error_pct",
+                    "undisturbed_idle_frac", "undisturbed_idle_error_pp"]
+    print_result(columns, [tuple(r.get(c) for c in columns) for r in table], args.output)
+    print(f"accuracy: {accuracy:.1f}% (100 - mean |error %| over engines)", file=sys.stderr)
+    if args.iterations:
+        print(f"accuracy against the undisturbed time: {steady:.1f}% (measured, less time outside "
+              f"decode iterations and the excess of iterations over {replay.SLOW:g}x the model)",
+              file=sys.stderr)
     return 0
 
 
@@ -398,6 +421,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--engine-speed", choices=("uniform", "measured"), default="uniform",
                    help="measured: apply each engine's speed from an iters calibration")
     p.add_argument("--compare", metavar="ENGINES_JSONL", help="error against measured engine times")
+    p.add_argument("--iterations", metavar="ITERS_JSONL",
+                   help="with --compare: split each measured time into prefill, decode iterations near "
+                        "the model, slow iterations and time outside iterations (a replay's iters.jsonl)")
     p.add_argument("--store", action="store_true", help="save results in the whatif table")
     p.add_argument("--output", choices=("table", "json", "csv"), default="table")
     p.set_defaults(func=cmd_simulate)

@@ -98,24 +98,36 @@ def from_iterations(rows: list[dict], prefill: CostModel | None = None, source: 
     return CostModel(float(a), float(b), float(c), p0, p1, speed, source)
 
 
-def load(path: Path) -> CostModel:
-    """A calibration file: calib.json (grid) or iters.jsonl[.gz] (prefill from a calib.json beside it)."""
+def read_text(path: Path, what: str) -> str:
+    """A JSON or JSONL file, gzipped or not; WorkloadError names `what` when it cannot be read."""
     path = Path(path)
     if not path.is_file():
-        raise WorkloadError(f"calibration file {path} does not exist")
+        raise WorkloadError(f"{what} {path} does not exist")
     try:
         opener = gzip.open if path.name.endswith(".gz") else open
         with opener(path, "rt", encoding="utf-8") as f:
-            text = f.read()
+            return f.read()
     except (OSError, UnicodeError, EOFError) as e:
         raise WorkloadError(f"{path}: cannot read ({str(e).splitlines()[0]})") from None
-    stripped = text.lstrip()
+
+
+def json_lines(text: str, path: Path) -> list:
     try:
-        if stripped.startswith("{") and "\n{" not in stripped.rstrip():
-            return from_grid(json.loads(text), source=str(path))
-        rows = [json.loads(line) for line in text.splitlines() if line.strip()]
+        return [json.loads(line) for line in text.splitlines() if line.strip()]
     except ValueError as e:
-        raise WorkloadError(f"{path}: not JSON ({str(e).splitlines()[0]})") from None
+        raise WorkloadError(f"{path}: not JSON lines ({str(e).splitlines()[0]})") from None
+
+
+def load(path: Path) -> CostModel:
+    """A calibration file: calib.json (grid) or iters.jsonl[.gz] (prefill from a calib.json beside it)."""
+    path = Path(path)
+    text = read_text(path, "calibration file")
+    stripped = text.lstrip()
+    if stripped.startswith("{") and "\n{" not in stripped.rstrip():
+        try:
+            return from_grid(json.loads(text), source=str(path))
+        except ValueError as e:
+            raise WorkloadError(f"{path}: not JSON ({str(e).splitlines()[0]})") from None
     beside = path.parent / "calib.json"
     prefill = load(beside) if beside.is_file() else None
-    return from_iterations(rows, prefill, source=str(path))
+    return from_iterations(json_lines(text, path), prefill, source=str(path))

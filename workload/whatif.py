@@ -1,9 +1,6 @@
 """Simulation results for the catalog (the whatif table) and their comparison with measured engine times."""
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 import pyarrow as pa
 
 from workload import WorkloadError
@@ -45,21 +42,6 @@ def simulate_and_store(con, run_id: str, model: CostModel = H200_REPLAY_GRID,
     from workload.simulate import load_steps, simulate
 
     return store(con, run_id, simulate(load_steps(con, run_id), model, list(policies)), model.source)
-
-
-def read_measured(path: Path) -> dict[tuple[int, int], float]:
-    """(step, dp_rank) -> measured total_s from an engines.jsonl."""
-    measured = {}
-    try:
-        for line in Path(path).read_text().splitlines():
-            if line.strip():
-                row = json.loads(line)
-                measured[(int(row["step"]), int(row["dp_rank"]))] = float(row["total_s"])
-    except (OSError, UnicodeError, ValueError, KeyError, TypeError) as e:
-        raise WorkloadError(f"{path}: not an engines.jsonl with step, dp_rank, total_s ({e})") from None
-    if not measured:
-        raise WorkloadError(f"{path}: no measured engines")
-    return measured
 
 
 def compare(rows: list[dict], measured: dict[tuple[int, int], float]) -> tuple[list[dict], float]:
