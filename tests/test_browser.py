@@ -517,8 +517,9 @@ def test_demo_serves_a_synthetic_run(tmp_path):
         assert math_run["samples"] > 0 and math_run["steps"] >= 10
         page = httpx.get(f"{url}/runs/{math_run['run_id']}")
         assert page.status_code == 200
-        # The demo simulates dispatch policies and has 4 ranks and a filter file.
-        for section in ("Lengths", "Rollout tail", "Imbalance", "What if"):
+        # The demo simulates dispatch policies, has 4 ranks, a filter file, verl stage
+        # timings and a profiler trace per GPU.
+        for section in ("Lengths", "Rollout tail", "Imbalance", "Stages", "GPU", "What if"):
             assert f'data-section="{section}"' in page.text, section
         agent = next(r for n, r in by_name.items() if n.startswith("demo: tool-use"))
         assert 'data-section="Multi-turn"' in httpx.get(f"{url}/runs/{agent['run_id']}").text

@@ -13,13 +13,14 @@ from hypothesis import strategies as st
 from ingest.load import ingest_paths
 from polytrace.cli import main
 from workload import WorkloadError
-from workload.costmodel import CostModel, from_grid
+from workload.costmodel import H200_REPLAY_GRID, CostModel, from_grid
 from workload.demo import CAP, DP, STEPS, TP, write_demo_traces
 from workload.fit import fit_gmm, fit_lognormal
 from workload.published import PUBLISHED_MATH, PUBLISHED_TOOL_USE, read_params
 from workload.replay import explain, read_engines, read_iterations
 from workload.simulate import Step, finish_times, load_steps, simulate
 from workload.synth import sample_math, sample_tool_use, write_from_run, write_math_steps
+from workload.timeline import StepWork, step_times, verl_lines, write_kineto
 from workload.traces import packed_lines, write_jsonl
 from workload.whatif import compare
 
@@ -30,7 +31,7 @@ REPLAY = Path("gpu-replay-h200")
 
 
 def tree_bytes(root: Path) -> dict[str, bytes]:
-    return {p.name: p.read_bytes() for p in sorted(root.iterdir())}
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
 
 
 # ---------------------------------------------------------------- synthesis
@@ -144,6 +145,50 @@ def test_demo_run_is_realistic_and_ingests_as_one_run(tmp_path, con):
     kept, used = con.execute("SELECT count(*) FILTER (kept), count(*) FILTER (used) FROM samples "
                              "WHERE run_id = ?", [run]).fetchone()
     assert 0 < used < kept < STEPS * 96 * 8
+
+
+def test_step_times_and_their_gpu_trace_by_hand(tmp_path, con):
+    # A constant 1 ms per decode iteration, no prefill: engine 0 decodes [100, 100] in 0.1 s,
+    # engine 1 [400] in 0.4 s. 600 response tokens and no prompt: log-prob and ref take
+    # 4e-6 * 600 / 2 engines = 1.2 ms each; training on all of them 1.2e-5 * 200 = 2.4 ms on
+    # engine 0 and 4.8 ms on engine 1. The step: weight sync 0.12 + rollout 0.4 + reward 2.0
+    # + 2 * 0.0012 + 0.0048 + all-reduce 0.25 + other 0.4 = 3.1772 s.
+    work = [StepWork(0, np.zeros(3, np.int64), np.array([100, 100, 400]), np.array([0, 0, 1]),
+                     np.ones(3, bool), np.array([1.0, 2.0]))]
+    (t,) = step_times(work, engines=2, model=CostModel(a=0.001, b=0.0, c=0.0))
+    assert t.gen_s.tolist() == pytest.approx([0.1, 0.4])
+    assert (t.reward_s, t.old_log_prob_s, t.ref_s) == pytest.approx((2.0, 0.0012, 0.0012))
+    assert t.update_actor_s.tolist() == pytest.approx([0.0024, 0.0048])
+    assert t.step_s == pytest.approx(3.1772)
+    (line,) = verl_lines(work, [t], gpus=2)
+    assert line["data"]["timing_s/gen"] == 0.4 and line["data"]["perf/total_num_tokens"] == 600
+    # Both engines' GPUs run the same kernels but decode: engine 0's waits 0.3 s longer idle.
+    write_kineto(tmp_path / "trace", [t], engines=2, tp=1)
+    run = ingest_paths(con, [tmp_path / "trace"]).run_id
+    idle = dict(con.execute("SELECT rank, kernel_time_us - busy_us FROM gpu_step_time WHERE run_id = ? AND step IS NULL"
+                            " AND NOT include_last_step", [run]).fetchall())
+    assert idle[0] - idle[1] == pytest.approx(300_000, abs=1)
+
+
+def test_demo_stages_and_gpu_traces_follow_its_lengths(tmp_path, con):
+    write_demo_traces(tmp_path, seed=0)
+    run = ingest_paths(con, [tmp_path]).run_id
+    assert con.execute("SELECT count(*) FROM gpu_ranks WHERE run_id = ?", [run]).fetchone() == (DP * TP,)
+    # verl's gen stage is the slowest engine's rollout, as simulating the lengths predicts it
+    gen = dict(con.execute("SELECT step, value FROM step_metrics WHERE run_id = ? AND key = 'timing_s/gen'",
+                           [run]).fetchall())
+    rows = simulate(load_steps(con, run), H200_REPLAY_GRID, ["as-recorded"])
+    assert gen == pytest.approx({r["step"]: r["predicted_s"] for r in rows if r["engine"] is None}, abs=1e-6)
+    # per profiled step, the GPUs of the engine that finished its rollout last idle least
+    least_idle = con.execute(
+        "SELECT step, arg_min(rank, kernel_time_us - busy_us) FROM gpu_step_time WHERE run_id = ?"
+        " AND step IS NOT NULL AND include_last_step GROUP BY step ORDER BY step", [run]).fetchall()
+    slowest = {}
+    for r in rows:
+        if r["engine"] is not None and r["predicted_s"] > slowest.get(r["step"], (None, -1))[1]:
+            slowest[r["step"]] = (r["engine"], r["predicted_s"])
+    assert [rank // TP for _, rank in least_idle] == [slowest[step][0] for step, _ in least_idle]
+    assert len(least_idle) == STEPS
 
 
 # ---------------------------------------------------------------- cost model and simulation
