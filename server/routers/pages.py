@@ -17,9 +17,9 @@ from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
 
 from queries.catalog import ParamError, Query, bind, load_catalog
-from server.db import Database
+from server.db import Database, QueryTimeout
 from server.deps import DbDep, SettingsDep
-from server.errors import ApiError
+from server.errors import ApiError, error_response
 from server.routers.api import run_bound
 from server.headlines import findings, fmt
 
@@ -377,19 +377,19 @@ async def chart_json(name: str, request: Request, db: DbDep, settings: SettingsD
 
 
 @router.get("/ui/perfetto")
-async def perfetto_json(db: DbDep, run_id: str, rank: int | None = None,
+async def perfetto_json(db: DbDep, settings: SettingsDep, run_id: str, rank: int | None = None,
                         step: int | None = None) -> JSONResponse:
-    """The timeline's window (one rank, one profiler step) as a Chrome-trace download."""
+    """The timeline's window (one rank, one profiler step) as a Chrome-trace download, at most
+    row_cap events, within the query timeout."""
     from queries.perfetto import chrome_trace
 
-    def build() -> dict:
-        with db.reader() as cur:
-            return chrome_trace(cur, run_id, rank, step)
-
+    build = partial(chrome_trace, run_id=run_id, rank=rank, step=step, max_events=settings.row_cap)
     try:
-        doc = await run_in_threadpool(build)
+        doc = await run_in_threadpool(db.read, build, settings.query_timeout_ms, "Perfetto export")
     except LookupError as e:
-        return JSONResponse({"ok": False, "error": str(e), "status": 404}, 404)
+        return error_response(404, str(e))
+    except QueryTimeout as e:
+        return error_response(504, str(e))
     name = f"polytrace-{run_id}-rank{doc['otherData']['rank']}-step{doc['otherData']['step']}.json"
     return JSONResponse(doc, headers={"Content-Disposition": f'attachment; filename="{name}"'})
 
