@@ -23,9 +23,9 @@ from ingest.aggregates import FILLS, aggregates_sql, backfill, materialize
 from ingest.columns import from_list
 from ingest.contract import Format, IngestError, Parsed
 from ingest.layout import run_facts
+from ingest.run_facts import RUN_COLUMNS
 from ingest.sources import expand, read_head, sha256_file
 
-RUN_COLUMNS = ("framework", "model", "task", "max_response_len", "n_gpus", "config")
 # Parsed Arrow data held before it is inserted: bounds ingest memory on runs of any size.
 FLUSH_BYTES = 256 * 1024**2
 # Below this many input bytes, forking parse workers costs more than it saves.

@@ -9,6 +9,7 @@ import os
 import sys
 from pathlib import Path
 
+from ingest.run_facts import GIVEN_RUN_FACTS
 from polytrace import default_db
 
 
@@ -61,10 +62,13 @@ def _report(result, state: str) -> None:
     print(f"{state} {result.format}: {rows}", file=sys.stderr)
 
 
+# The command-line flag of each given run fact (its argparse dest is the fact).
+_FACT_FLAGS = {"max_response_len": "--max-response-len", "n_gpus": "--gpus"}
+
+
 def _run_overrides(args) -> dict:
     """Run facts given on the command line, for inputs that do not carry them."""
-    given = {"max_response_len": ("--max-response-len", args.max_response_len),
-             "n_gpus": ("--gpus", args.gpus)}
+    given = {fact: (flag, getattr(args, fact)) for fact, flag in _FACT_FLAGS.items()}
     for flag, value in given.values():
         if value is not None and value < 1:
             raise CliError(f"{flag} must be at least 1, got {value}")
@@ -341,9 +345,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--name", help="run name (default: the file or directory name)")
     p.add_argument("--format", help="skip detection and parse as this format")
     p.add_argument("--force", action="store_true", help="ingest again even if the same content exists")
-    p.add_argument("--max-response-len", type=int, metavar="N",
-                   help="response-length cap in tokens, when the input does not say (enables the cap findings)")
-    p.add_argument("--gpus", type=int, metavar="N", help="GPUs in the job, when the input does not say")
+    for fact, flag in _FACT_FLAGS.items():
+        p.add_argument(flag, dest=fact, type=int, metavar="N", help=GIVEN_RUN_FACTS[fact])
     p.add_argument("--lake", metavar="DIR", help="write the run into this Parquet lake instead of --db, "
                    "parsing the input files in parallel processes")
     p.add_argument("--jobs", type=int, metavar="N",

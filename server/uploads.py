@@ -13,11 +13,12 @@ from python_multipart.exceptions import FormParserError
 from python_multipart.multipart import MultipartParser, parse_options_header
 from starlette.requests import ClientDisconnect, Request
 
+from ingest.run_facts import GIVEN_RUN_FACTS
 from server.errors import ApiError
 
 FILE_FIELD = "file"
 FILES = "files"
-TEXT_FIELDS = ("name", "format", "max_response_len", "n_gpus")
+TEXT_FIELDS = ("name", "format", *GIVEN_RUN_FACTS)
 MAX_FILES = 10_000
 MAX_TEXT_BYTES = 4096
 # Hand the parser (and its disk writes) to a worker thread in slices this big.

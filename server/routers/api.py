@@ -13,7 +13,8 @@ from pydantic import BaseModel
 
 from ingest import registry
 from ingest.contract import IngestError
-from ingest.load import IngestResult, row_counts, delete_run, ingest_paths
+from ingest.load import IngestResult, delete_run, ingest_paths, row_counts
+from ingest.run_facts import GIVEN_RUN_FACTS
 from queries.catalog import ParamError, Query, bind, get_query, load_catalog
 from server.db import Database, QueryTimeout
 from server.deps import DbDep, SettingsDep, WriterDep
@@ -209,22 +210,15 @@ def _upload_body() -> dict:
             "format": {"type": "string", "enum": formats,
                        "description": "Skip detection and parse as this format."},
             **{field: {"type": "integer", "minimum": 1, "description": doc}
-               for field, doc in _RUN_FIELDS.items()},
+               for field, doc in GIVEN_RUN_FACTS.items()},
         },
     }
     return {"requestBody": {"required": True, "content": {"multipart/form-data": {"schema": schema}}}}
 
 
-# Run facts an upload may give when its files do not carry them (like `ingest --max-response-len`).
-_RUN_FIELDS = {
-    "max_response_len": "Response-length cap in tokens, when the files do not say (enables the cap findings).",
-    "n_gpus": "GPUs in the job, when the files do not say.",
-}
-
-
 def _run_overrides(fields: dict) -> dict:
     out = {}
-    for field in _RUN_FIELDS:
+    for field in GIVEN_RUN_FACTS:
         raw = (fields.get(field) or "").strip()
         if not raw:
             continue
