@@ -14,6 +14,8 @@ import polars as pl
 ROOT = Path(__file__).resolve().parent.parent
 # this script's own name would shadow the `ingest` package
 sys.path[0] = str(ROOT)
+from bench.cpu import cpu_s  # noqa: E402  (needs the project root on sys.path)
+
 SOURCE = ROOT.parent / "shared" / "data" / "polytrace" / "search_r1" / "profile" / "multiturn_workload_log" / "0617_0223"
 _STEP = re.compile(rb'^\{"step": \d+,', re.MULTILINE)
 
@@ -34,10 +36,10 @@ def generate(out: Path, target_bytes: int) -> int:
 
 
 def timed(fn) -> tuple[float, float]:
-    """Wall seconds, and CPU seconds of this process over all its threads."""
-    wall, cpu = time.perf_counter(), time.process_time()
+    """Wall seconds, and CPU seconds of this process over all its threads and parse workers."""
+    wall, cpu = time.perf_counter(), cpu_s()
     fn()
-    return time.perf_counter() - wall, time.process_time() - cpu
+    return time.perf_counter() - wall, cpu_s() - cpu
 
 
 def polytrace_ingest(src: Path, db: Path) -> None:

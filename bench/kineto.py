@@ -31,12 +31,6 @@ def peak_rss_mb() -> float:
     return max(own, kids) / 1024
 
 
-def cpu_s() -> float:
-    """CPU seconds of this process and its waited-for children (the ingest's parse workers)."""
-    return sum(r.ru_utime + r.ru_stime for r in (resource.getrusage(resource.RUSAGE_SELF),
-                                                 resource.getrusage(resource.RUSAGE_CHILDREN)))
-
-
 def child_hta(trace_dir: Path) -> dict:
     import logging
     import warnings
@@ -51,6 +45,7 @@ def child_hta(trace_dir: Path) -> dict:
 
 
 def child_polytrace(trace_dir: Path) -> dict:
+    from bench.cpu import cpu_s
     from ingest.load import ingest_paths, open_db
     from queries.catalog import bind, execute, get_query
 
