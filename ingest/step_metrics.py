@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
+from ingest.columns import from_list
 from ingest.contract import IngestError, Parsed
 
 OLD_TIMING = "timing/"
@@ -57,9 +58,9 @@ class StepMetrics:
     def table(self) -> pa.Table:
         ordered = [(step, self.steps[step]) for step in sorted(self.steps)]
         return pa.table({
-            "step": pa.array([s for s, values in ordered for _ in values], pa.int32()),
-            "key": pa.array([k for _, values in ordered for k in values], pa.string()),
-            "value": pa.array([v for _, values in ordered for v in values.values()], pa.float64()),
+            "step": from_list([s for s, values in ordered for _ in values], pa.int32()),
+            "key": from_list([k for _, values in ordered for k in values], pa.string()),
+            "value": from_list([v for _, values in ordered for v in values.values()], pa.float64()),
         })
 
     def parsed(self, unit: str, run: dict | None = None, warnings: list[str] | None = None) -> Parsed:

@@ -25,6 +25,7 @@ from typing import Union
 import msgspec
 import pyarrow as pa
 
+from ingest.columns import from_list
 from ingest.contract import Format, IngestError, Parsed
 from ingest.formats.polytrace_packed import Length, line_numbered, samples_table
 from ingest.formats.polytrace_multiturn import TURN_TYPES
@@ -131,7 +132,7 @@ def _multi_turn(steps: list[tuple[int, list[Block]]], warnings: list[str]) -> di
         "turn_count": [rollouts[k][2] for k in keys],
     })
     types = {"step": pa.int32(), "prompt_id": pa.int32(), "sample_id": pa.int32(), **TURN_TYPES}
-    table = pa.table({k: pa.array(v, types[k]) for k, v in turns.items()})
+    table = pa.table({k: from_list(v, types[k]) for k, v in turns.items()})
     return {"samples": samples, "turns": table}
 
 

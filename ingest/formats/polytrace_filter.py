@@ -7,6 +7,7 @@ from typing import Annotated
 import msgspec
 import pyarrow as pa
 
+from ingest.columns import from_list
 from ingest.contract import Format, IngestError, Parsed
 from ingest.formats.polytrace_packed import SmallInt, decode_lines
 from ingest.sniffing import first_line_keys
@@ -57,8 +58,8 @@ def parse(path: Path) -> Parsed:
         kept.extend(i in kept_set for i in range(line.prompt_count))
         used.extend(i in used_set for i in range(line.prompt_count))
     table = pa.table({
-        "step": pa.array(steps, pa.int32()), "prompt_id": pa.array(prompts, pa.int32()),
-        "kept": pa.array(kept, pa.bool_()), "used": pa.array(used, pa.bool_()),
+        "step": from_list(steps, pa.int32()), "prompt_id": from_list(prompts, pa.int32()),
+        "kept": from_list(kept, pa.bool_()), "used": from_list(used, pa.bool_()),
     })
     return Parsed(tables={"sample_filter": table}, warnings=warnings)
 

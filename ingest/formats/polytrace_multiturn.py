@@ -16,6 +16,7 @@ import msgspec
 import numpy as np
 import pyarrow as pa
 
+from ingest.columns import from_list
 from ingest.contract import Format, Parsed
 from ingest.formats.polytrace_packed import Length, SmallInt, decode_lines, samples_table
 from ingest.sniffing import first_line_keys
@@ -121,7 +122,7 @@ def _with_keys(table: pa.Table, keys: dict, counts: np.ndarray | None) -> pa.Tab
     """Prepend step/prompt_id/sample_id, repeated `counts` times per rollout for child rows."""
     for i, (name, values) in enumerate(keys.items()):
         col = values if counts is None else np.repeat(values, counts)
-        table = table.add_column(i, name, pa.array(col, KEY_TYPES[name]))
+        table = table.add_column(i, name, from_list(col, KEY_TYPES[name]))
     return table
 
 
@@ -141,7 +142,7 @@ def _turns(rollouts: list[Rollout], keys: dict) -> pa.Table:
         "finish_reason": [t.finish_reason for t in turns],
         "tool_call_count": [t.tool_call_count for t in turns],
     }
-    table = pa.table({k: pa.array(v, TURN_TYPES[k]) for k, v in cols.items()})
+    table = pa.table({k: from_list(v, TURN_TYPES[k]) for k, v in cols.items()})
     return _with_keys(table, keys, counts)
 
 
@@ -156,7 +157,7 @@ def _tool_calls(rollouts: list[Rollout], keys: dict) -> pa.Table:
         "response_tokens": [c.response_token_len for c in calls],
         "query_count": [c.query_count for c in calls],
     }
-    table = pa.table({k: pa.array(v, TOOL_TYPES[k]) for k, v in cols.items()})
+    table = pa.table({k: from_list(v, TOOL_TYPES[k]) for k, v in cols.items()})
     return _with_keys(table, keys, counts)
 
 

@@ -8,6 +8,7 @@ from typing import Annotated
 import msgspec
 import pyarrow as pa
 
+from ingest.columns import from_list
 from ingest.contract import Format, IngestError, Parsed
 from ingest.sniffing import first_line_keys
 from ingest.sources import check_utf8, read_bytes
@@ -93,7 +94,7 @@ SAMPLE_TYPES = {
 
 
 def samples_table(cols: dict[str, list]) -> pa.Table:
-    return pa.table({k: pa.array(v, type=SAMPLE_TYPES[k]) for k, v in cols.items()})
+    return pa.table({k: from_list(v, SAMPLE_TYPES[k]) for k, v in cols.items()})
 
 
 FORMAT = Format(

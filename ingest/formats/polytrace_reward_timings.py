@@ -7,6 +7,7 @@ from typing import Annotated
 import msgspec
 import pyarrow as pa
 
+from ingest.columns import from_list
 from ingest.contract import Format, Parsed
 from ingest.formats.polytrace_packed import Length, SmallInt, decode_lines
 from ingest.sniffing import first_line_keys
@@ -55,7 +56,7 @@ def parse(path: Path) -> Parsed:
         "batch_size": [x.batch_size for x in lines],
         "tokens": [x.response_sum for x in lines],
     }
-    return Parsed(tables={"rank_stage": pa.table({k: pa.array(v, TYPES[k]) for k, v in cols.items()})})
+    return Parsed(tables={"rank_stage": pa.table({k: from_list(v, TYPES[k]) for k, v in cols.items()})})
 
 
 FORMAT = Format(
