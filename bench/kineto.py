@@ -140,12 +140,13 @@ def main() -> None:
         return
     from bench.kineto_traces import generate
 
-    paths = generate(args.work, args.mb)
+    trace_dir = args.work / f"{args.mb}mb-per-rank"
+    paths = generate(trace_dir, args.mb)
     mb = sum(p.stat().st_size for p in paths) / 1e6
     runs = {"hta": [], "polytrace": []}
     for _ in range(args.runs):
         for side in runs:
-            runs[side].append(run_child(side, args.work))
+            runs[side].append(run_child(side, trace_dir))
     hta, ours = (min(runs[side], key=lambda r: r["wall_s"]) for side in ("hta", "polytrace"))
     report(mb, hta, ours)
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from ingest.contract import Format, IngestError, Parsed
 
@@ -87,6 +86,8 @@ def _check_files(lake: Path, part: Path) -> None:
 
 
 def _read_schema(lake: Path, f: Path) -> pa.Schema:
+    import pyarrow.parquet as pq  # where used: it is not needed to start up
+
     try:
         return pq.read_schema(f)
     except (pa.ArrowException, OSError, ValueError) as e:  # ValueError: metadata that is not UTF-8
@@ -95,6 +96,8 @@ def _read_schema(lake: Path, f: Path) -> pa.Schema:
 
 
 def _read_table(lake: Path, part: Path) -> pa.Table:
+    import pyarrow.parquet as pq
+
     try:
         return pq.read_table(part)
     except (pa.ArrowException, OSError, ValueError) as e:  # ValueError: metadata that is not UTF-8

@@ -7,8 +7,6 @@ import math
 from pathlib import Path
 
 import pyarrow as pa
-import pyarrow.compute as pc
-import pyarrow.csv as pacsv
 
 from ingest.contract import Format, IngestError, Parsed
 from ingest.sniffing import looks_binary
@@ -34,7 +32,7 @@ def step_column(names: list[str]) -> str | None:
 def as_numbers(column: pa.ChunkedArray) -> list[float | None]:
     """Cells as floats; empty or non-numeric cells are None. NaN and infinities are kept."""
     try:
-        return pc.cast(column, pa.float64()).to_pylist()
+        return column.cast(pa.float64()).to_pylist()
     except pa.ArrowInvalid:
         return [_float(v) for v in column.to_pylist()]
 
@@ -47,6 +45,8 @@ def _float(text: str | None) -> float | None:
 
 
 def read_table(path: Path) -> pa.Table:
+    import pyarrow.csv as pacsv  # where used: it is not needed to start up
+
     data = read_bytes(path)
     if looks_binary(data[:4096]):
         raise IngestError(f"{path.name}: binary data, not a CSV export")
