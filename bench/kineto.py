@@ -10,6 +10,7 @@ process tree (sampled from /proc every 0.1 s; shared pages count once per proces
 from __future__ import annotations
 
 import argparse
+import compileall
 import json
 import os
 import resource
@@ -140,6 +141,10 @@ def main() -> None:
         return
     from bench.kineto_traces import generate
 
+    # HTA is an installed package with its bytecode; PolyTrace is installed editable, and with
+    # PYTHONDONTWRITEBYTECODE set (as here) Python would compile its modules on every run.
+    for package in ("ingest", "queries", "bench"):
+        compileall.compile_dir(ROOT / package, quiet=1)
     trace_dir = args.work / f"{args.mb}mb-per-rank"
     paths = generate(trace_dir, args.mb)
     mb = sum(p.stat().st_size for p in paths) / 1e6
