@@ -280,8 +280,8 @@ def cmd_simulate(args) -> int:
     from ingest.load import open_db
     from workload import costmodel, simulate, whatif
 
-    if args.iterations and not args.compare:
-        raise CliError("--iterations needs --compare ENGINES_JSONL")
+    if (args.iterations or args.requests) and not args.compare:
+        raise CliError("--iterations and --requests need --compare ENGINES_JSONL")
     model = costmodel.load(Path(args.calibration))
     if args.engine_speed == "uniform":
         model = dataclasses.replace(model, speed={})
@@ -321,6 +321,11 @@ def _print_comparison(rows: list[dict], model, args) -> int:
                        undisturbed_idle_error_pp=calm.get("idle_error_pp"))
         columns += [*replay.EXPLAIN_COLUMNS[:-1], "undisturbed_s", "undisturbed_error_pct",
                     "undisturbed_idle_frac", "undisturbed_idle_error_pp"]
+    if args.requests:
+        errors = replay.finish_errors(replay.read_requests(Path(args.requests)), model)
+        for row in table:
+            row.update(errors.get((row["step"], row["engine"]), {}))
+        columns += list(replay.FINISH_COLUMNS)
     print_result(columns, [tuple(r.get(c) for c in columns) for r in table], args.output)
     print(f"accuracy: {accuracy:.1f}% (100 - mean |error %| over engines)", file=sys.stderr)
     if args.iterations:
@@ -427,6 +432,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--iterations", metavar="ITERS_JSONL",
                    help="with --compare: split each measured time into prefill, decode iterations near "
                         "the model, slow iterations and time outside iterations (a replay's iters.jsonl)")
+    p.add_argument("--requests", metavar="REQUESTS_JSONL",
+                   help="with --compare: error of each sample's predicted finish time against the "
+                        "measured one, per engine (a replay's requests.jsonl)")
     p.add_argument("--store", action="store_true", help="save results in the whatif table")
     p.add_argument("--output", choices=("table", "json", "csv"), default="table")
     p.set_defaults(func=cmd_simulate)

@@ -17,7 +17,7 @@ from workload.costmodel import H200_REPLAY_GRID, CostModel, from_grid
 from workload.demo import CAP, DP, STEPS, TP, write_demo_traces
 from workload.fit import fit_gmm, fit_lognormal
 from workload.published import PUBLISHED_MATH, PUBLISHED_TOOL_USE, read_params
-from workload.replay import explain, read_engines, read_iterations
+from workload.replay import explain, finish_errors, read_engines, read_iterations, read_requests
 from workload.simulate import Step, finish_times, load_steps, simulate
 from workload.synth import sample_math, sample_tool_use, write_from_run, write_math_steps
 from workload.timeline import StepWork, step_times, verl_lines, write_kineto
@@ -338,7 +338,7 @@ def test_simulate_cli_errors_are_one_line(db_path, capsys):
     assert err.startswith("error: calibration file") and err.count("\n") == 1
     assert main(["simulate", "nope", "--db", str(db_path), "--calibration", str(db_path),
                  "--iterations", str(db_path)]) == 2
-    assert capsys.readouterr().err == "error: --iterations needs --compare ENGINES_JSONL\n"
+    assert capsys.readouterr().err == "error: --iterations and --requests need --compare ENGINES_JSONL\n"
 
 
 # ---------------------------------------------------------------- accuracy against the H200 replay
@@ -358,6 +358,13 @@ def test_replay_time_splits_by_hand(tmp_path):
     assert parts[(0, 0)] == pytest.approx({
         "prefill_s": 0.1, "decode_s": 0.007, "outside_s": 0.893, "iterations": 4, "model_decode_s": 0.004,
         "slow_share": 0.25, "slow_excess_s": 0.003, "undisturbed_s": 0.104})
+    # Samples of 10 and 20 tokens finish at 10 and 20 ms under the model; measured 11 and
+    # 20 ms: errors 1/11 = 9.0909% and 0%, median 4.5455%, 90th percentile 0.9 * 9.0909%.
+    requests = tmp_path / "requests.jsonl"
+    requests.write_text("".join(json.dumps({"dp_rank": 0, "prompt_len": 0, "output_len": n, "finish_s": f}) + "\n"
+                                for n, f in ((10, 0.011), (20, 0.020))))
+    assert finish_errors(read_requests(requests), CostModel(a=0.001, b=0.0, c=0.0)) == {
+        (0, 0): pytest.approx({"finish_error_p50_pct": 4.545454, "finish_error_p90_pct": 8.181818})}
     engines.write_text('{"step": 0, "dp_rank": 1, "total_s": 1.0}\n')
     with pytest.raises(WorkloadError, match="no logged iterations for step 0 engine 1"):
         explain(read_engines(engines), read_iterations(iters), CostModel(a=0.001, b=0.0, c=0.0))
@@ -383,6 +390,9 @@ def test_as_recorded_prediction_against_the_h200_replay(shared_data, con):
     parts = explain(engines, read_iterations(shared_data / REPLAY / "iters.jsonl.gz"), grid)
     assert parts[(0, 1)]["outside_s"] > 5 and parts[(0, 0)]["outside_s"] < 0.5
     assert parts[(0, 1)]["slow_share"] > 0.4 and parts[(0, 0)]["slow_share"] < 0.1
+    # The shrinking batch, sample by sample: engine 0's finish times are where the grid puts them.
+    finish = finish_errors(read_requests(shared_data / REPLAY / "requests.jsonl.gz"), grid)
+    assert finish[(0, 0)]["finish_error_p50_pct"] < 10
     calm, accuracy = compare(rows, {key: p["undisturbed_s"] for key, p in parts.items()})
     for row in calm:
         if row["engine"] is not None:

@@ -16,8 +16,10 @@ import numpy as np
 
 from workload import WorkloadError
 from workload.costmodel import CostModel, json_lines, read_text
+from workload.simulate import finish_times
 
 SLOW = 1.5
+FINISH_COLUMNS = ("finish_error_p50_pct", "finish_error_p90_pct")
 EXPLAIN_COLUMNS = ("prefill_s", "decode_s", "outside_s", "iterations", "model_decode_s", "slow_share",
                    "slow_excess_s", "undisturbed_s")
 
@@ -36,19 +38,40 @@ def read_engines(path: Path) -> dict[tuple[int, int], dict]:
     return engines
 
 
-def read_iterations(path: Path) -> dict[tuple[int, int], dict[str, np.ndarray]]:
-    """(step, dp_rank) -> that engine's iterations as arrays live, context, seconds."""
+def _arrays_by_engine(path: Path, fields: tuple[str, ...], what: str) -> dict[tuple[int, int], dict]:
+    """(step, dp_rank) -> {field: numpy array} from a JSON-lines file of per-engine records."""
     path = Path(path)
-    rows = json_lines(read_text(path, "iterations file"), path)
+    rows = json_lines(read_text(path, f"{what} file"), path)
     by_engine: dict[tuple[int, int], list] = {}
     try:
         for r in rows:
             key = (int(r.get("step", 0)), int(r["dp_rank"]))
-            by_engine.setdefault(key, []).append((float(r["live"]), float(r["context"]), float(r["seconds"])))
+            by_engine.setdefault(key, []).append(tuple(float(r[f]) for f in fields))
     except (ValueError, KeyError, TypeError, AttributeError) as e:
-        raise WorkloadError(f"{path}: not an iters.jsonl with dp_rank, live, context, seconds ({e})") from None
-    return {key: dict(zip(("live", "context", "seconds"), np.array(values).T))
-            for key, values in by_engine.items()}
+        raise WorkloadError(f"{path}: not a {what} with dp_rank, {', '.join(fields)} ({e})") from None
+    return {key: dict(zip(fields, np.array(values).T)) for key, values in by_engine.items()}
+
+
+def read_iterations(path: Path) -> dict[tuple[int, int], dict[str, np.ndarray]]:
+    """(step, dp_rank) -> that engine's decode iterations: live, context, seconds."""
+    return _arrays_by_engine(path, ("live", "context", "seconds"), "iters.jsonl")
+
+
+def read_requests(path: Path) -> dict[tuple[int, int], dict[str, np.ndarray]]:
+    """(step, dp_rank) -> that engine's samples: prompt_len, output_len, finish_s."""
+    return _arrays_by_engine(path, ("prompt_len", "output_len", "finish_s"), "requests.jsonl")
+
+
+def finish_errors(requests: dict[tuple[int, int], dict], model: CostModel) -> dict[tuple[int, int], dict]:
+    """Per engine: how far the model's finish time of each sample is from the measured one,
+    as the median and 90th percentile of |predicted - measured| / measured, in percent."""
+    out = {}
+    for key, r in requests.items():
+        predicted = finish_times(model, r["prompt_len"], r["output_len"].astype(np.int64), model.factor(key[1]))
+        error = np.abs(predicted - r["finish_s"]) / np.maximum(r["finish_s"], 1e-9) * 100
+        out[key] = {"finish_error_p50_pct": float(np.median(error)),
+                    "finish_error_p90_pct": float(np.quantile(error, 0.9))}
+    return out
 
 
 def explain(engines: dict[tuple[int, int], dict], iterations: dict[tuple[int, int], dict],
