@@ -46,6 +46,8 @@ class StepWork:
 
 @dataclass
 class StepTimes:
+    """When one step starts (s since the run's start) and how long each of its stages takes."""
+
     step: int
     start_s: float
     gen_s: np.ndarray          # per engine: its own rollout
@@ -59,15 +61,16 @@ class StepTimes:
         return float(self.gen_s.max())
 
     @property
-    def train_end_s(self) -> float:
+    def update_start_s(self) -> float:
         return self.start_s + WEIGHT_SYNC_S + self.rollout_s + self.reward_s + self.old_log_prob_s + self.ref_s
 
     @property
     def step_s(self) -> float:
-        return self.train_end_s - self.start_s + float(self.update_actor_s.max()) + ALLREDUCE_S + OTHER_S
+        return self.update_start_s - self.start_s + float(self.update_actor_s.max()) + ALLREDUCE_S + OTHER_S
 
 
 def step_times(work: list[StepWork], engines: int, model: CostModel = H200_REPLAY_GRID) -> list[StepTimes]:
+    """The steps back to back, each engine's rollout from the cost model."""
     out, clock = [], 0.0
     for w in work:
         tokens = w.prompt_len + w.response_len
@@ -139,7 +142,7 @@ def _rank_events(times: list[StepTimes], engine: int) -> list[dict]:
             _back_to_back(kernel, (name,), TRAIN_KERNELS, at, seconds)
             at += seconds
         # every rank enters the all-reduce when it is done and leaves when the slowest is
-        done = t.train_end_s + float(t.update_actor_s.max())
+        done = t.update_start_s + float(t.update_actor_s.max())
         kernel(NCCL, "kernel", 13, at, done - at + ALLREDUCE_S)
     return events
 
