@@ -6,7 +6,9 @@ decode iterations, and time outside any iteration (for example writing a profile
 The iterations split again by the cost model: those that ran near its prediction, and
 those that took more than SLOW times it (for example while a profiler was attached).
 Taking the slow iterations' excess and the outside time away leaves the undisturbed time,
-the part of the measurement a model that sees only the workload can be held to.
+the part of the measurement a model that sees only the workload can be held to. Its
+per-sample log (requests.jsonl) checks the model sample by sample: each one's predicted
+finish time against the measured one.
 """
 from __future__ import annotations
 
@@ -67,6 +69,8 @@ def finish_errors(requests: dict[tuple[int, int], dict], model: CostModel) -> di
     as the median and 90th percentile of |predicted - measured| / measured, in percent."""
     out = {}
     for key, r in requests.items():
+        if (r["output_len"] < 0).any() or (r["prompt_len"] < 0).any():
+            raise WorkloadError(f"step {key[0]} engine {key[1]}: a negative prompt_len or output_len")
         predicted = finish_times(model, r["prompt_len"], r["output_len"].astype(np.int64), model.factor(key[1]))
         error = np.abs(predicted - r["finish_s"]) / np.maximum(r["finish_s"], 1e-9) * 100
         out[key] = {"finish_error_p50_pct": float(np.median(error)),
