@@ -3,11 +3,8 @@ from __future__ import annotations
 
 import gc
 import hashlib
-import multiprocessing
-import os
 from collections import Counter, deque
-from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -18,7 +15,7 @@ from typing import Callable, Iterator
 import duckdb
 import pyarrow as pa
 
-from ingest import registry
+from ingest import registry, workers
 from ingest.aggregates import FILLS, aggregates_sql, backfill, materialize
 from ingest.columns import from_list
 from ingest.contract import Format, IngestError, Parsed
@@ -295,17 +292,10 @@ def _stream(con, run_id: str, files: list[InputFile], progress: Progress | None)
 
 
 def parse_jobs(files: list[InputFile]) -> int:
-    """Worker processes for parsing these files: POLYTRACE_PARSE_JOBS, else one per core;
-    1 for a single file or less than PARALLEL_MIN_BYTES in all."""
+    """Worker processes for parsing these files (ingest.workers.jobs); 1 below
+    PARALLEL_MIN_BYTES in all."""
     todo = [f for f in files if f.parsed is None]
-    if len(todo) < 2 or sum(f.bytes for f in todo) < PARALLEL_MIN_BYTES:
-        return 1
-    setting = os.environ.get("POLYTRACE_PARSE_JOBS", "").strip()
-    try:
-        jobs = int(setting) if setting else os.cpu_count() or 1
-    except ValueError:
-        raise IngestError(f"POLYTRACE_PARSE_JOBS must be a whole number, not {setting!r}") from None
-    return max(1, min(jobs, len(todo)))
+    return workers.jobs(len(todo)) if sum(f.bytes for f in todo) >= PARALLEL_MIN_BYTES else 1
 
 
 def _parsed_in_order(files: list[InputFile]) -> Iterator[InputFile]:
@@ -313,8 +303,7 @@ def _parsed_in_order(files: list[InputFile]) -> Iterator[InputFile]:
 
     With more than one job the parsing runs in forked worker processes, at most `jobs`
     files ahead of the caller, so the caller's inserts overlap the next files' parsing
-    and memory stays bounded. Fork, not forkserver: a worker starts in milliseconds with
-    every module already imported, and it never touches the parent's DuckDB or threads.
+    and memory stays bounded.
     """
     jobs = parse_jobs(files)
     if jobs == 1:
@@ -323,7 +312,7 @@ def _parsed_in_order(files: list[InputFile]) -> Iterator[InputFile]:
                 parse_one(f)
             yield f
         return
-    pool = ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("fork"))
+    pool = workers.pool(jobs)
     try:
         ahead: deque = deque()
         for f in files:
@@ -338,11 +327,7 @@ def _parsed_in_order(files: list[InputFile]) -> Iterator[InputFile]:
 
 def _collected(f: InputFile, future) -> InputFile:
     if future is not None:
-        try:
-            f.parsed, f.started = future.result()
-        except BrokenProcessPool:
-            raise IngestError(f"{f.path.name}: the parse worker died (out of memory?); "
-                              "try POLYTRACE_PARSE_JOBS=1") from None
+        f.parsed, f.started = workers.result(future, f.path.name)
     return f
 
 

@@ -440,6 +440,37 @@ def test_dlrm_eight_rank_archive(con, shared_data):
     assert len(run_query(con, "gpu_stragglers", run_id=run)) == 8
 
 
+def parsed_tables(path: Path, jobs: str, monkeypatch) -> dict:
+    monkeypatch.setenv("POLYTRACE_PARSE_JOBS", jobs)
+    from ingest.formats import kineto
+
+    parsed = kineto.parse(path)
+    return {name: table.to_pylist() for name, table in parsed.tables.items()}, parsed.warnings
+
+
+@pytest.mark.shared_data
+def test_archive_members_parsed_by_workers_equal_in_place(shared_data, tmp_path, monkeypatch):
+    small = tmp_path / "job.tar.gz"
+    with tarfile.open(small, "w:gz") as tar:
+        for rank, gpu in ((0, RANK0), (1, RANK1)):
+            data = json.dumps(trace_doc(rank, [(1, 0, 10000), (2, 10000, 10000)], gpu)).encode()
+            info = tarfile.TarInfo(f"job/rank{rank}.json")
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    for archive in (small, shared_data / "kineto/param-dlrm-8rank/dlrm_kineto.tar.gz"):
+        assert parsed_tables(archive, "2", monkeypatch) == parsed_tables(archive, "1", monkeypatch)
+
+
+def test_corrupt_member_under_workers_is_one_line(con, tmp_path, monkeypatch):
+    monkeypatch.setenv("POLYTRACE_PARSE_JOBS", "2")
+    archive = tmp_path / "job.zip"
+    good = json.dumps(trace_doc(0, [(1, 0, 100)], RANK0[1:3])).encode()
+    with zipfile.ZipFile(archive, "w") as zf:
+        zf.writestr("rank0.json", good)
+        zf.writestr("rank1.json.gz", gzip.compress(good)[:-30])  # cut before its end
+    assert bad_input(con, archive).startswith("job.zip!rank1.json.gz: corrupt or truncated data")
+
+
 def count_gpu_events(path: Path) -> tuple[int, int]:
     doc = json.loads(gzip.open(path).read())
     events = doc["traceEvents"]

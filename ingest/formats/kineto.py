@@ -1,9 +1,11 @@
 """PyTorch profiler (Kineto) Chrome-trace JSON: GPU kernels, memcpys and memsets per rank and profiler step."""
 from __future__ import annotations
 
+import gzip
 import hashlib
 import re
 import tarfile
+import tempfile
 import zipfile
 import zlib
 from array import array
@@ -15,7 +17,7 @@ import msgspec
 import numpy as np
 import pyarrow as pa
 
-from ingest import archives
+from ingest import archives, workers
 from ingest.columns import from_list, from_numpy
 from ingest.contract import Format, IngestError, Parsed
 from ingest.gpu_time import step_time_rows, step_time_table
@@ -196,6 +198,46 @@ def _read_guarded(stream: BinaryIO, source: str, budget: Budget) -> RankTrace:
         raise IngestError(f"{source}: corrupt or truncated data ({e})") from None
 
 
+def _read_members(path: Path, budget: Budget, skipped: list[str]) -> list[RankTrace]:
+    """Each trace member of an archive, in archive order.
+
+    With parse workers (ingest.workers) each member is inflated to a temporary file as the
+    archive streams by and parsed there by a worker while the next one inflates; else the
+    members are parsed in place, one after another.
+    """
+    jobs = workers.jobs(items=2)
+    if jobs == 1:
+        return [_read_guarded(f, f"{path.name}!{name}", budget) for name, f in archives.members(path, skipped)]
+    with tempfile.TemporaryDirectory(prefix="polytrace-members-") as spool:
+        pool = workers.pool(jobs)
+        try:
+            futures = []
+            for i, (name, f) in enumerate(archives.members(path, skipped)):
+                source = f"{path.name}!{name}"
+                member = Path(spool) / f"{i}.json"
+                _inflate(f, member, source, budget)
+                futures.append((source, pool.submit(_read_file, member, source)))
+            return [workers.result(future, source) for source, future in futures]
+        finally:
+            pool.shutdown(cancel_futures=True)
+
+
+def _inflate(stream: BinaryIO, to: Path, source: str, budget: Budget) -> None:
+    try:
+        with open(to, "wb") as out:
+            while block := stream.read(1 << 20):
+                budget.take(len(block), source)
+                out.write(block)
+    except (EOFError, zlib.error, gzip.BadGzipFile, tarfile.TarError, zipfile.BadZipFile) as e:
+        raise IngestError(f"{source}: corrupt or truncated data ({e})") from None
+
+
+def _read_file(path: Path, source: str) -> RankTrace:
+    """In a worker: one inflated member, already counted against the archive's budget."""
+    with open(path, "rb") as f:
+        return _read_guarded(f, source, Budget(INT64_MAX))
+
+
 def name_id(name: str) -> int:
     """Stable 63-bit id of a kernel name, the same in every file, so ranks parsed apart agree."""
     return int.from_bytes(hashlib.blake2b(name.encode(), digest_size=8).digest(), "little") >> 1
@@ -311,8 +353,7 @@ def parse(path: Path) -> Parsed:
     budget = Budget(max_inflate_bytes())
     skipped: list[str] = []
     if archives.is_archive(_head(path), path.name):
-        traces = [_read_guarded(f, f"{path.name}!{name}", budget)
-                  for name, f in archives.members(path, skipped)]
+        traces = _read_members(path, budget, skipped)
         if not traces:
             raise IngestError(f"{path.name}: no .json or .json.gz trace inside the archive")
     else:

@@ -1,0 +1,40 @@
+"""Forked parse workers: how many, and a pool of them.
+
+Fork, not forkserver: a worker starts in milliseconds with every module already
+imported, and it touches nothing of the parent's but the file it is given (never its
+DuckDB connection or threads).
+"""
+from __future__ import annotations
+
+import multiprocessing
+import os
+from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+
+from ingest.contract import IngestError
+
+
+def jobs(items: int) -> int:
+    """Workers for `items` pieces of parsing: POLYTRACE_PARSE_JOBS, else one per core, at most
+    one per item; 1 inside a worker, which cannot start workers of its own."""
+    if items < 2 or multiprocessing.current_process().daemon:
+        return 1
+    setting = os.environ.get("POLYTRACE_PARSE_JOBS", "").strip()
+    try:
+        wanted = int(setting) if setting else os.cpu_count() or 1
+    except ValueError:
+        raise IngestError(f"POLYTRACE_PARSE_JOBS must be a whole number, not {setting!r}") from None
+    return max(1, min(wanted, items))
+
+
+def pool(n: int) -> ProcessPoolExecutor:
+    return ProcessPoolExecutor(n, mp_context=multiprocessing.get_context("fork"))
+
+
+def result(future: Future, name: str):
+    """The worker's answer; its IngestError passes through, a dead worker becomes one."""
+    try:
+        return future.result()
+    except BrokenProcessPool:
+        raise IngestError(f"{name}: the parse worker died (out of memory?); "
+                          "try POLYTRACE_PARSE_JOBS=1") from None
