@@ -29,11 +29,7 @@ def export_runs(con: duckdb.DuckDBPyConnection, run_ids: list[str], out: Path) -
     """
     _check_runs(con, run_ids)
     tables = ["runs", "ingests", *data_tables(con)]
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(prefix=".export-", dir=out))
-    except OSError as e:
-        raise IngestError(f"cannot write a lake at {out}: {e.strerror}") from None
+    staging = staging_dir(out, ".export-")
     try:
         rows = _stage(con, run_ids, tables, staging)
         for run_id in run_ids:
@@ -45,6 +41,15 @@ def export_runs(con: duckdb.DuckDBPyConnection, run_ids: list[str], out: Path) -
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return rows
+
+
+def staging_dir(lake: Path, prefix: str) -> Path:
+    """A new hidden directory inside the lake (created if need be), for files about to be published."""
+    try:
+        lake.mkdir(parents=True, exist_ok=True)
+        return Path(tempfile.mkdtemp(prefix=prefix, dir=lake))
+    except OSError as e:
+        raise IngestError(f"cannot write a lake at {lake}: {e.strerror}") from None
 
 
 def _check_runs(con, run_ids: list[str]) -> None:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import multiprocessing
 import shutil
-import tempfile
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
@@ -21,7 +20,7 @@ import pyarrow.parquet as pq
 from ingest import load
 from ingest.contract import IngestError, Parsed
 from ingest.formats.parquet_lake import lake_dataset, lake_tables
-from ingest.lake import export_runs
+from ingest.lake import export_runs, staging_dir
 
 
 def ingest_to_lake(paths: list[Path], lake: Path, *, name: str | None = None,
@@ -56,11 +55,7 @@ def ingest_to_lake(paths: list[Path], lake: Path, *, name: str | None = None,
 
 def _ingest_new(con, files: list[load.InputFile], digest: str, lake: Path, name: str,
                 jobs: int | None, overrides: dict) -> load.IngestResult:
-    try:
-        lake.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(prefix=".ingest-", dir=lake))
-    except OSError as e:
-        raise IngestError(f"cannot write a lake at {lake}: {e.strerror}") from None
+    staging = staging_dir(lake, ".ingest-")
     try:
         _parse_in_parallel(files, staging, jobs)
         run_id = load.new_run_id(con, digest)

@@ -295,7 +295,9 @@ def parse_jobs(files: list[InputFile]) -> int:
     """Worker processes for parsing these files (ingest.workers.jobs); 1 below
     PARALLEL_MIN_BYTES in all."""
     todo = [f for f in files if f.parsed is None]
-    return workers.jobs(len(todo)) if sum(f.bytes for f in todo) >= PARALLEL_MIN_BYTES else 1
+    if len(todo) < 2 or sum(f.bytes for f in todo) < PARALLEL_MIN_BYTES:
+        return 1
+    return min(workers.jobs(), len(todo))
 
 
 def _parsed_in_order(files: list[InputFile]) -> Iterator[InputFile]:

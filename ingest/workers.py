@@ -14,17 +14,17 @@ from concurrent.futures.process import BrokenProcessPool
 from ingest.contract import IngestError
 
 
-def jobs(items: int) -> int:
-    """Workers for `items` pieces of parsing: POLYTRACE_PARSE_JOBS, else one per core, at most
-    one per item; 1 inside a worker, which cannot start workers of its own."""
-    if items < 2 or multiprocessing.current_process().daemon:
+def jobs() -> int:
+    """Workers to use: POLYTRACE_PARSE_JOBS, else one per core; 1 inside a worker, which
+    cannot start workers of its own."""
+    if multiprocessing.current_process().daemon:
         return 1
     setting = os.environ.get("POLYTRACE_PARSE_JOBS", "").strip()
     try:
         wanted = int(setting) if setting else os.cpu_count() or 1
     except ValueError:
         raise IngestError(f"POLYTRACE_PARSE_JOBS must be a whole number, not {setting!r}") from None
-    return max(1, min(wanted, items))
+    return max(1, wanted)
 
 
 def pool(n: int) -> ProcessPoolExecutor:

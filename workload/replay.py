@@ -50,7 +50,7 @@ def _arrays_by_engine(path: Path, fields: tuple[str, ...], what: str) -> dict[tu
             key = (int(r.get("step", 0)), int(r["dp_rank"]))
             by_engine.setdefault(key, []).append(tuple(float(r[f]) for f in fields))
     except (ValueError, KeyError, TypeError, AttributeError) as e:
-        raise WorkloadError(f"{path}: not a {what} with dp_rank, {', '.join(fields)} ({e})") from None
+        raise WorkloadError(f"{path}: {what} lines need dp_rank, {', '.join(fields)} ({e})") from None
     return {key: dict(zip(fields, np.array(values).T)) for key, values in by_engine.items()}
 
 

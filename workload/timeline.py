@@ -107,14 +107,15 @@ def write_kineto(out_dir: Path, times: list[StepTimes], engines: int, tp: int) -
     """One Chrome-trace JSON per GPU; the tp ranks of an engine run in lockstep."""
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = []
-    for rank in range(engines * tp):
-        events = _rank_events(times, rank // tp)
-        doc = {"schemaVersion": 1, "distributedInfo": {"backend": "nccl", "rank": rank,
-                                                       "world_size": engines * tp},
-               "deviceProperties": [{"id": 0, "name": "Synthetic H200"}], "traceEvents": events}
-        path = out_dir / f"rank-{rank}.pt.trace.json"
-        path.write_text(json.dumps(doc, separators=(",", ":")))
-        paths.append(path)
+    for engine in range(engines):
+        events = _rank_events(times, engine)
+        for rank in range(engine * tp, (engine + 1) * tp):
+            doc = {"schemaVersion": 1, "distributedInfo": {"backend": "nccl", "rank": rank,
+                                                           "world_size": engines * tp},
+                   "deviceProperties": [{"id": 0, "name": "Synthetic H200"}], "traceEvents": events}
+            path = out_dir / f"rank-{rank}.pt.trace.json"
+            path.write_text(json.dumps(doc, separators=(",", ":")))
+            paths.append(path)
     return paths
 
 

@@ -205,7 +205,7 @@ def _read_members(path: Path, budget: Budget, skipped: list[str]) -> list[RankTr
     archive streams by and parsed there by a worker while the next one inflates; else the
     members are parsed in place, one after another.
     """
-    jobs = workers.jobs(items=2)
+    jobs = workers.jobs()
     if jobs == 1:
         return [_read_guarded(f, f"{path.name}!{name}", budget) for name, f in archives.members(path, skipped)]
     with tempfile.TemporaryDirectory(prefix="polytrace-members-") as spool:

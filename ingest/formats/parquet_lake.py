@@ -68,7 +68,7 @@ def _read_runs(lake: Path, runs_dir: Path) -> list[dict]:
     runs = []
     for run_id, part in parts.items():
         try:
-            rows = _read_table(lake, part).to_pylist()
+            rows = _read_parquet(lake, part).to_pylist()
         except ValueError as e:  # a text cell that is not UTF-8
             raise IngestError(f"{lake.name}: table=runs/run_id={run_id}: unreadable ({e})") from None
         if len(rows) != 1:
@@ -82,26 +82,17 @@ def _check_files(lake: Path, part: Path) -> None:
     if not files:
         raise IngestError(f"{lake.name}: {part.parent.name}/{part.name} holds no Parquet file")
     for f in files:
-        _read_schema(lake, f)
+        _read_parquet(lake, f, schema_only=True)
 
 
-def _read_schema(lake: Path, f: Path) -> pa.Schema:
+def _read_parquet(lake: Path, path: Path, schema_only: bool = False):
+    """A lake file's table, or only its schema; IngestError names the file when it is unreadable."""
     import pyarrow.parquet as pq  # where used: it is not needed to start up
 
     try:
-        return pq.read_schema(f)
+        return pq.read_schema(path) if schema_only else pq.read_table(path)
     except (pa.ArrowException, OSError, ValueError) as e:  # ValueError: metadata that is not UTF-8
-        raise IngestError(f"{lake.name}: {f.relative_to(lake)}: not a readable Parquet file "
-                          f"({str(e).splitlines()[0]})") from None
-
-
-def _read_table(lake: Path, part: Path) -> pa.Table:
-    import pyarrow.parquet as pq
-
-    try:
-        return pq.read_table(part)
-    except (pa.ArrowException, OSError, ValueError) as e:  # ValueError: metadata that is not UTF-8
-        raise IngestError(f"{lake.name}: {part.relative_to(lake)}: unreadable "
+        raise IngestError(f"{lake.name}: {path.relative_to(lake)}: not a readable Parquet file "
                           f"({str(e).splitlines()[0]})") from None
 
 
