@@ -14,6 +14,7 @@ WORKDIR /src
 # Only what pyproject.toml packages: the image never carries tests, traces or databases.
 COPY pyproject.toml README.md ./
 COPY polytrace ./polytrace
+COPY store ./store
 COPY ingest ./ingest
 COPY queries ./queries
 COPY server ./server

@@ -32,8 +32,8 @@ import pyarrow.parquet as pq
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[0] = str(ROOT)
 
-from ingest.load import ingest_paths, open_db  # noqa: E402
-from queries.catalog import bind, execute, load_catalog  # noqa: E402
+from polytrace.ingest.load import ingest_paths, open_db  # noqa: E402
+from polytrace.queries.catalog import bind, execute, load_catalog  # noqa: E402
 
 N_SAMPLING = 8
 TARGET_P95_MS = 100.0

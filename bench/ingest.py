@@ -43,7 +43,7 @@ def timed(fn) -> tuple[float, float]:
 
 
 def polytrace_ingest(src: Path, db: Path) -> None:
-    from ingest.load import ingest_paths, open_db
+    from polytrace.ingest.load import ingest_paths, open_db
 
     con = open_db(db)
     try:

@@ -47,8 +47,8 @@ def child_hta(trace_dir: Path) -> dict:
 
 def child_polytrace(trace_dir: Path) -> dict:
     from bench.cpu import cpu_s
-    from ingest.load import ingest_paths, open_db
-    from queries.catalog import bind, execute, get_query
+    from polytrace.ingest.load import ingest_paths, open_db
+    from polytrace.queries.catalog import bind, execute, get_query
 
     with tempfile.TemporaryDirectory() as tmp:
         con = open_db(Path(tmp) / "bench.duckdb")

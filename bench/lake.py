@@ -19,11 +19,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from ingest.aggregates import materialize
-from ingest.lake import export_runs
-from ingest.load import open_db
-from queries.catalog import bind, execute, load_catalog
-from queries.lake import open_lake
+from polytrace.ingest.aggregates import materialize
+from polytrace.ingest.lake import export_runs
+from polytrace.ingest.load import open_db
+from polytrace.queries.catalog import bind, execute, load_catalog
+from polytrace.queries.lake import open_lake
 from tests.edge_lake import fill_gpu_step_time, row_differences
 
 RUN = "bench0001"
@@ -100,8 +100,8 @@ def main() -> None:
             build(db, lake, args.samples, args.gpu_events)
         print(f"built {args.samples:,} samples + {args.gpu_events:,} GPU events "
               f"in {time.perf_counter() - start:.1f} s", file=sys.stderr)
-        from queries.spark import execute as on_spark
-        from queries.spark import register_lake, session
+        from polytrace.queries.spark import execute as on_spark
+        from polytrace.queries.spark import register_lake, session
 
         start = time.perf_counter()
         spark = session(master="local[2]")

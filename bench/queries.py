@@ -26,9 +26,9 @@ import pyarrow as pa
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[0] = str(ROOT)
 
-from ingest.aggregates import FILLS, materialize, on_the_fly  # noqa: E402
-from ingest.load import open_db  # noqa: E402
-from queries.catalog import bind, load_catalog  # noqa: E402
+from polytrace.ingest.aggregates import FILLS, materialize, on_the_fly  # noqa: E402
+from polytrace.ingest.load import open_db  # noqa: E402
+from polytrace.queries.catalog import bind, load_catalog  # noqa: E402
 
 RUN = "bench5m"
 N_SAMPLING = 8

@@ -28,9 +28,9 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from queries.catalog import bind, execute, load_catalog  # noqa: E402
-from workload.published import PUBLISHED_MATH  # noqa: E402
-from workload.synth import lognormal_groups, sample_prompt_lengths  # noqa: E402
+from polytrace.queries.catalog import bind, execute, load_catalog  # noqa: E402
+from polytrace.workload.published import PUBLISHED_MATH  # noqa: E402
+from polytrace.workload.synth import lognormal_groups, sample_prompt_lengths  # noqa: E402
 
 N_SAMPLING, DP, TP, CAP = 8, 8, 2, 8192
 MULTITURN_SHARE = 0.10

@@ -53,7 +53,7 @@ def best_of(fn, repeat: int) -> float:
 
 
 def main() -> None:
-    from ingest.formats import verl_console
+    from polytrace.ingest.formats import verl_console
 
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--copies", type=int, default=20, help="copies of the two shared logs")

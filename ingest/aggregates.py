@@ -122,7 +122,7 @@ FILLS: dict[str, str] = {
 
 
 def aggregates_sql() -> str:
-    return resources.files("ingest").joinpath("aggregates.sql").read_text()
+    return resources.files("polytrace.ingest").joinpath("aggregates.sql").read_text()
 
 
 def materialize(con: duckdb.DuckDBPyConnection, run_id: str) -> None:

@@ -8,8 +8,8 @@ import zlib
 from pathlib import Path, PurePosixPath
 from typing import BinaryIO, Iterator
 
-from ingest.contract import IngestError
-from ingest.sources import open_stream
+from polytrace.ingest.contract import IngestError
+from polytrace.ingest.sources import open_stream
 
 ARCHIVE_SUFFIXES = (".tar.gz", ".tgz", ".tar", ".zip")
 TRACE_SUFFIXES = (".json", ".json.gz")

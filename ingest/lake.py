@@ -9,9 +9,9 @@ from pathlib import Path
 import duckdb
 import pyarrow.parquet as pq
 
-from ingest.contract import IngestError
-from ingest.formats.parquet_lake import PART_FILE, partition_dir
-from ingest.load import data_tables
+from polytrace.ingest.contract import IngestError
+from polytrace.ingest.formats.parquet_lake import PART_FILE, partition_dir
+from polytrace.ingest.load import data_tables
 
 # run_id is the partition key, so it lives in the directory name, never in the files
 # (Spark refuses a column that is both in the files and in the partition path).

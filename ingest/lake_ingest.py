@@ -17,10 +17,10 @@ from pathlib import Path
 import duckdb
 import pyarrow.parquet as pq
 
-from ingest import load
-from ingest.contract import IngestError, Parsed
-from ingest.formats.parquet_lake import lake_dataset, lake_tables
-from ingest.lake import export_runs, staging_dir
+from polytrace.ingest import load
+from polytrace.ingest.contract import IngestError, Parsed
+from polytrace.ingest.formats.parquet_lake import lake_dataset, lake_tables
+from polytrace.ingest.lake import export_runs, staging_dir
 
 
 def ingest_to_lake(paths: list[Path], lake: Path, *, name: str | None = None,

@@ -15,13 +15,13 @@ from typing import Callable, Iterator
 import duckdb
 import pyarrow as pa
 
-from ingest import registry, workers
-from ingest.aggregates import FILLS, aggregates_sql, backfill, materialize
-from ingest.columns import from_list
-from ingest.contract import Format, IngestError, Parsed
-from ingest.layout import run_facts
-from ingest.run_facts import RUN_COLUMNS
-from ingest.sources import expand, read_head, sha256_file
+from polytrace.ingest import registry, workers
+from polytrace.ingest.aggregates import FILLS, aggregates_sql, backfill, materialize
+from polytrace.ingest.columns import from_list
+from polytrace.ingest.contract import Format, IngestError, Parsed
+from polytrace.ingest.layout import run_facts
+from polytrace.ingest.run_facts import RUN_COLUMNS
+from polytrace.ingest.sources import expand, read_head, sha256_file
 
 # Parsed Arrow data held before it is inserted: bounds ingest memory on runs of any size.
 FLUSH_BYTES = 256 * 1024**2
@@ -58,7 +58,7 @@ class InputFile:
 
 
 def schema_sql() -> str:
-    return resources.files("ingest").joinpath("schema.sql").read_text()
+    return resources.files("polytrace.ingest").joinpath("schema.sql").read_text()
 
 
 def ensure_schema(con: duckdb.DuckDBPyConnection) -> None:

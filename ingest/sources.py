@@ -9,7 +9,7 @@ import zlib
 from pathlib import Path
 from typing import BinaryIO, Iterator
 
-from ingest.contract import IngestError
+from polytrace.ingest.contract import IngestError
 
 GZIP_MAGIC = b"\x1f\x8b"
 DEFAULT_MAX_INFLATE = 8 * 1024**3

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from ingest.columns import from_list
-from ingest.contract import IngestError, Parsed
+from polytrace.ingest.columns import from_list
+from polytrace.ingest.contract import IngestError, Parsed
 
 OLD_TIMING = "timing/"
 TIMING = "timing_s/"

@@ -6,7 +6,7 @@ from typing import BinaryIO, Iterator
 
 import msgspec
 
-from ingest.contract import IngestError
+from polytrace.ingest.contract import IngestError
 
 BLOCK_BYTES = 2 << 20
 # A header, or a run of bytes with no decodable event boundary, longer than this is not a trace.

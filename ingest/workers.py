@@ -11,7 +11,7 @@ import os
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 
-from ingest.contract import IngestError
+from polytrace.ingest.contract import IngestError
 
 
 def jobs() -> int:

@@ -16,14 +16,14 @@ class Client:
     """A PolyTrace database opened for analysis."""
 
     def __init__(self, db: str | Path):
-        from ingest.load import open_db
+        from polytrace.ingest.load import open_db
 
         self.db = str(db)
         self.con = open_db(self.db)
 
     def ingest(self, *paths: str | Path, name: str | None = None, format: str | None = None,
                force: bool = False) -> str:
-        from ingest.load import ingest_paths
+        from polytrace.ingest.load import ingest_paths
 
         return ingest_paths(self.con, [Path(p) for p in paths], name=name, format=format,
                             force=force).run_id
@@ -31,7 +31,7 @@ class Client:
     def query(self, name: str, **params: Any):
         """Run catalog query `name` with its parameters; returns a polars DataFrame."""
         import polars as pl
-        from queries.catalog import bind, get_query
+        from polytrace.queries.catalog import bind, get_query
 
         q = get_query(name)
         return pl.from_arrow(self.con.execute(q.sql, bind(q, params)).to_arrow_table())

@@ -9,7 +9,7 @@ import os
 import sys
 from pathlib import Path
 
-from ingest.run_facts import GIVEN_RUN_FACTS
+from polytrace.ingest.run_facts import GIVEN_RUN_FACTS
 from polytrace import default_db
 
 
@@ -33,7 +33,7 @@ def _progress_bar():
 
 
 def cmd_ingest(args) -> int:
-    from ingest.load import ingest_paths, open_db
+    from polytrace.ingest.load import ingest_paths, open_db
 
     if args.lake:
         return _ingest_to_lake(args)
@@ -76,7 +76,7 @@ def _run_overrides(args) -> dict:
 
 
 def _ingest_to_lake(args) -> int:
-    from ingest.lake_ingest import ingest_to_lake
+    from polytrace.ingest.lake_ingest import ingest_to_lake
 
     if args.jobs is not None and args.jobs < 1:
         raise CliError(f"--jobs must be at least 1, got {args.jobs}")
@@ -125,8 +125,8 @@ def print_result(columns: list[str], rows: list[tuple], output: str) -> None:
 
 
 def cmd_query(args) -> int:
-    from ingest.load import open_db
-    from queries.catalog import bind, execute, get_query, load_catalog
+    from polytrace.ingest.load import open_db
+    from polytrace.queries.catalog import bind, execute, get_query, load_catalog
 
     try:
         query = get_query(args.name)
@@ -136,7 +136,7 @@ def cmd_query(args) -> int:
     if args.engine == "spark":
         result = _query_spark(args, query, bound)
     else:
-        from queries.lake import open_lake
+        from polytrace.queries.lake import open_lake
 
         con = open_lake(args.lake) if args.lake else open_db(args.db)
         try:
@@ -152,7 +152,7 @@ def _query_spark(args, query, bound):
         raise CliError("--engine spark reads a Parquet lake: add --lake DIR "
                        "(write one with `polytrace export`)")
     try:
-        from queries import spark
+        from polytrace.queries import spark
     except ImportError:
         raise CliError("--engine spark needs the spark extra: pip install 'polytrace[spark]'") from None
     try:
@@ -164,8 +164,8 @@ def _query_spark(args, query, bound):
 
 
 def cmd_export(args) -> int:
-    from ingest.lake import export_runs
-    from ingest.load import open_db
+    from polytrace.ingest.lake import export_runs
+    from polytrace.ingest.load import open_db
 
     con = open_db(args.db)
     try:
@@ -179,8 +179,8 @@ def cmd_export(args) -> int:
 
 
 def cmd_fidelity(args) -> int:
-    from ingest.load import open_db
-    from queries.catalog import bind, execute, get_query
+    from polytrace.ingest.load import open_db
+    from polytrace.queries.catalog import bind, execute, get_query
 
     query = get_query("fidelity")
     con = open_db(args.db)
@@ -209,8 +209,8 @@ def cmd_serve(args) -> int:
     import pydantic
     import uvicorn
 
-    from server.app import create_app
-    from server.settings import Settings
+    from polytrace.server.app import create_app
+    from polytrace.server.settings import Settings
 
     overrides = {k: v for k, v in (("host", args.host), ("port", args.port)) if v is not None}
     try:
@@ -248,11 +248,11 @@ def cmd_demo(args) -> int:
 
 
 def cmd_synth(args) -> int:
-    from workload import published, synth
+    from polytrace.workload import published, synth
 
     out = Path(args.out)
     if args.source_run:
-        from ingest.load import open_db
+        from polytrace.ingest.load import open_db
 
         con = open_db(args.db)
         try:
@@ -277,8 +277,8 @@ def cmd_synth(args) -> int:
 def cmd_simulate(args) -> int:
     import dataclasses
 
-    from ingest.load import open_db
-    from workload import costmodel, simulate, whatif
+    from polytrace.ingest.load import open_db
+    from polytrace.workload import costmodel, simulate, whatif
 
     if (args.iterations or args.requests) and not args.compare:
         raise CliError("--iterations and --requests need --compare ENGINES_JSONL")
@@ -305,7 +305,7 @@ def cmd_simulate(args) -> int:
 
 
 def _print_comparison(rows: list[dict], model, args) -> int:
-    from workload import replay, whatif
+    from polytrace.workload import replay, whatif
 
     engines = replay.read_engines(Path(args.compare))
     table, accuracy = whatif.compare(rows, {key: e["total_s"] for key, e in engines.items()})
@@ -442,9 +442,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from ingest.contract import IngestError
-    from queries.catalog import ParamError
-    from workload import WorkloadError
+    from polytrace.ingest.contract import IngestError
+    from polytrace.queries.catalog import ParamError
+    from polytrace.workload import WorkloadError
 
     args = build_parser().parse_args(argv)
     try:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import duckdb
 
-from ingest.load import ingest_paths, open_db
+from polytrace.ingest.load import ingest_paths, open_db
 
 # Every demo run's name starts with this; a database holding only such runs may be rebuilt.
 DEMO_PREFIX = "demo: "
@@ -51,7 +51,7 @@ def fresh_db_path(db: str | None) -> Path:
 
 def build(db: Path, seed: int = 0) -> list[str]:
     """Write the synthetic traces to a temp dir and ingest them; returns the run ids."""
-    from workload import demo as synthetic
+    from polytrace.workload import demo as synthetic
 
     con = open_db(db)
     run_ids = []
@@ -66,7 +66,7 @@ def build(db: Path, seed: int = 0) -> list[str]:
             run_ids.append(ingest_paths(con, [math_dir], name=MATH_RUN, run_overrides=facts).run_id)
             # The What if section: the math run simulated under every dispatch policy with
             # the cost model built into the code (calibrated on the shared H200 replay).
-            from workload.whatif import simulate_and_store
+            from polytrace.workload.whatif import simulate_and_store
             simulate_and_store(con, run_ids[0])
             agent_dir = Path(tmp) / "agent"
             agent_dir.mkdir()

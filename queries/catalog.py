@@ -135,7 +135,7 @@ def load_catalog() -> dict[str, Query]:
 
 @lru_cache(maxsize=4)
 def _load_catalog(extra: str | None) -> dict[str, Query]:
-    folders = [resources.files("queries")] + ([Path(extra)] if extra else [])
+    folders = [resources.files("polytrace.queries")] + ([Path(extra)] if extra else [])
     catalog = {}
     for folder in folders:
         for entry in sorted(folder.iterdir(), key=lambda e: e.name):

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import duckdb
 
-from ingest.contract import IngestError
-from ingest.formats.parquet_lake import is_lake, lake_tables
-from ingest.load import ensure_schema
+from polytrace.ingest.contract import IngestError
+from polytrace.ingest.formats.parquet_lake import is_lake, lake_tables
+from polytrace.ingest.load import ensure_schema
 
 # DuckDB 2.0.x's window_self_join optimizer drops a filter on a Hive partition column on
 # one side of the self-join it builds for window functions: wrong rows, no error

@@ -6,11 +6,11 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from ingest.contract import IngestError
-from ingest.formats.parquet_lake import is_lake, lake_tables
-from queries.catalog import Query, Result
-from queries.lake import canonical_schema
-from queries.translate import to_spark, view_body
+from polytrace.ingest.contract import IngestError
+from polytrace.ingest.formats.parquet_lake import is_lake, lake_tables
+from polytrace.queries.catalog import Query, Result
+from polytrace.queries.lake import canonical_schema
+from polytrace.queries.translate import to_spark, view_body
 
 # ANSI on: Spark raises on overflow and bad casts instead of returning NULL, as DuckDB does.
 # Partition type inference off: run_id=0001 names a run, it is not the integer 1.

@@ -9,11 +9,11 @@ from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.staticfiles import StaticFiles
 from swagger_ui_bundle import swagger_ui_path
 
-from server import errors
-from server.db import Database
-from server.responses import Json
-from server.routers import api, pages
-from server.settings import Settings, get_settings
+from polytrace.server import errors
+from polytrace.server.db import Database
+from polytrace.server.responses import Json
+from polytrace.server.routers import api, pages
+from polytrace.server.settings import Settings, get_settings
 
 VERSION = "0.1.0"
 

@@ -12,9 +12,9 @@ from typing import Any, Callable, Iterator, TypeVar
 import duckdb
 import pyarrow as pa
 
-from ingest.load import ensure_schema
-from queries.catalog import Query, Result, execute
-from queries.lake import open_lake
+from polytrace.ingest.load import ensure_schema
+from polytrace.queries.catalog import Query, Result, execute
+from polytrace.queries.lake import open_lake
 
 T = TypeVar("T")
 ARROW_BATCH_ROWS = 65_536

@@ -7,9 +7,9 @@ from typing import Annotated
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from server.db import Database
-from server.errors import ApiError
-from server.settings import Settings
+from polytrace.server.db import Database
+from polytrace.server.errors import ApiError
+from polytrace.server.settings import Settings
 
 _bearer = HTTPBearer(auto_error=False, scheme_name="token",
                      description="POLYTRACE_TOKEN; POST and DELETE need it when it is set.")

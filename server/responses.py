@@ -12,7 +12,7 @@ import pyarrow.parquet as pq
 from fastapi.responses import JSONResponse
 from starlette.responses import Response
 
-from queries.catalog import Result
+from polytrace.queries.catalog import Result
 
 FORMATS = ("json", "csv", "parquet")
 MEDIA_TYPES = {

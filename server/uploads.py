@@ -13,8 +13,8 @@ from python_multipart.exceptions import FormParserError
 from python_multipart.multipart import MultipartParser, parse_options_header
 from starlette.requests import ClientDisconnect, Request
 
-from ingest.run_facts import GIVEN_RUN_FACTS
-from server.errors import ApiError
+from polytrace.ingest.run_facts import GIVEN_RUN_FACTS
+from polytrace.server.errors import ApiError
 
 FILE_FIELD = "file"
 FILES = "files"

@@ -27,7 +27,7 @@ def db_path(tmp_path) -> Path:
 
 @pytest.fixture
 def con(db_path):
-    from ingest.load import open_db
+    from polytrace.ingest.load import open_db
 
     c = open_db(db_path)
     yield c
@@ -46,7 +46,7 @@ class LiveServer:
     def __init__(self, settings):
         import uvicorn
 
-        from server.app import create_app
+        from polytrace.server.app import create_app
 
         self.app = create_app(settings)
         self.port = free_port()
@@ -72,7 +72,7 @@ class LiveServer:
 @pytest.fixture
 def make_server(tmp_path):
     """Start a live server; keyword arguments override Settings fields."""
-    from server.settings import Settings
+    from polytrace.server.settings import Settings
 
     servers = []
 

@@ -15,10 +15,10 @@ from pathlib import Path
 import duckdb
 import numpy as np
 
-from ingest.aggregates import materialize
-from ingest.gpu_time import step_time_rows, step_time_table
-from ingest.lake import export_runs
-from ingest.load import ensure_schema
+from polytrace.ingest.aggregates import materialize
+from polytrace.ingest.gpu_time import step_time_rows, step_time_table
+from polytrace.ingest.lake import export_runs
+from polytrace.ingest.load import ensure_schema
 
 RUNS = ("0001", "run.b")
 
@@ -157,7 +157,7 @@ def build_lake(con: duckdb.DuckDBPyConnection, root: Path) -> Path:
 
 def params_for(query) -> list[dict]:
     """Parameter sets that walk each query's branches on the edge runs."""
-    from queries.catalog import bind
+    from polytrace.queries.catalog import bind
 
     special = {
         "fidelity": [{"bench_run": "run.b", "formal_run": "0001", "align": a} for a in ("index", "step")],

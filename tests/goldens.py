@@ -7,8 +7,8 @@ from pathlib import Path
 
 import duckdb
 
-from ingest.aggregates import materialize
-from ingest.load import ensure_schema
+from polytrace.ingest.aggregates import materialize
+from polytrace.ingest.load import ensure_schema
 
 HERE = Path(__file__).resolve().parent
 CASES = HERE / "fixtures" / "golden"

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import pytest
 
-from ingest.aggregates import FILLS, materialize
-from ingest.contract import IngestError
-from ingest.load import data_tables, delete_run, ingest_paths
+from polytrace.ingest.aggregates import FILLS, materialize
+from polytrace.ingest.contract import IngestError
+from polytrace.ingest.load import data_tables, delete_run, ingest_paths
 
 PACKED = (
     '{"step": 0, "rank": 0, "dp_rank": 0, "tp_rank": 0, "input": 10, "output": [1, 3], "n_sampling": 2}\n'
@@ -76,7 +76,7 @@ def test_materialize_again_is_idempotent(con, packed):
 
 
 def test_opening_a_database_backfills_runs_without_aggregates(db_path, packed):
-    from ingest.load import open_db
+    from polytrace.ingest.load import open_db
 
     con = open_db(db_path)
     run_id = ingest_paths(con, [packed]).run_id

@@ -17,8 +17,8 @@ import httpx
 import pyarrow.parquet as pq
 import pytest
 
-from ingest import load
-from ingest.load import data_tables, ingest_paths, open_db
+from polytrace.ingest import load
+from polytrace.ingest.load import data_tables, ingest_paths, open_db
 
 DAPO = "polytrace/verl/profile/packed_length_log/20260614_023133"
 RLLM = "polytrace/rllm/profile/packed_length_log/20260616_024512"
@@ -200,7 +200,7 @@ def test_single_real_files_upload(make_server, shared_data):
 
 
 def test_uploaded_parquet_lake_restores_its_run(make_server, tmp_path):
-    from ingest.lake import export_runs
+    from polytrace.ingest.lake import export_runs
 
     src = tmp_path / "packed_lengths_step_0.jsonl"
     src.write_bytes(PACKED)
@@ -408,7 +408,7 @@ def test_cached_answers_never_outlive_a_write(make_server):
 
 
 def test_result_cache_drops_answers_computed_across_a_write():
-    from server.db import ResultCache
+    from polytrace.server.db import ResultCache
 
     cache = ResultCache(max_rows=100)
     before = cache.generation
@@ -511,7 +511,7 @@ def _clean_env() -> dict[str, str]:
 
 
 def test_settings_come_from_the_environment(monkeypatch):
-    from server.settings import Settings
+    from polytrace.server.settings import Settings
 
     monkeypatch.setenv("POLYTRACE_CORS_ORIGINS", "http://a.example, http://b.example")
     monkeypatch.setenv("POLYTRACE_TOKEN", "")

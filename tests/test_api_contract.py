@@ -17,11 +17,11 @@ import httpx
 import pyarrow.parquet as pq
 import pytest
 
-from ingest.contract import IngestError
-from ingest.load import ingest_paths, open_db
+from polytrace.ingest.contract import IngestError
+from polytrace.ingest.load import ingest_paths, open_db
 from polytrace.cli import main as cli_main
-from queries.catalog import load_catalog
-from server.settings import Settings
+from polytrace.queries.catalog import load_catalog
+from polytrace.server.settings import Settings
 from tests.conftest import SHARED_DATA, LiveServer
 
 # One run per kind of input, so that every query has a run it has rows for.

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from ingest.load import data_tables, ingest_paths, open_db
+from polytrace.ingest.load import data_tables, ingest_paths, open_db
 
 GOOD = (
     '{"step": 0, "rank": 0, "dp_rank": 0, "tp_rank": 0, "local_index": 0, "input": 10, "output": [1, 3], "n_sampling": 2, "validate": false}\n'

@@ -46,7 +46,7 @@ def browser():
 def three_runs(tmp_path_factory, browser):
     """One server for the read-only tests: the DAPO run, its second recording, and rLLM."""
     from tests.conftest import SHARED_DATA, LiveServer
-    from server.settings import Settings
+    from polytrace.server.settings import Settings
 
     if not SHARED_DATA.is_dir():
         pytest.skip("../shared/data is absent")
@@ -101,7 +101,7 @@ def screenshot(pg, name: str) -> Path:
 
 
 def ingest(db: Path, *dirs: Path, name: str | None = None) -> list[str]:
-    from ingest.load import ingest_paths, open_db
+    from polytrace.ingest.load import ingest_paths, open_db
 
     con = open_db(db)
     try:
@@ -449,7 +449,7 @@ def test_pages_have_no_console_errors(page, three_runs):
 
 def test_rollout_bars_and_whatif_button(page, make_server, tmp_path):
     """The rollout tail's per-engine bars, then the What if section simulated on demand."""
-    from workload.traces import packed_lines, write_jsonl
+    from polytrace.workload.traces import packed_lines, write_jsonl
     import numpy as np
 
     # Two steps, two engines (tp 1); step 0 engine 0 lengths [2, 10], engine 1 [4, 4]:

@@ -7,9 +7,9 @@ from importlib import resources
 import duckdb
 import pytest
 
-from ingest.aggregates import FILLS
-from ingest.load import ensure_schema
-from queries.catalog import parse_query
+from polytrace.ingest.aggregates import FILLS
+from polytrace.ingest.load import ensure_schema
+from polytrace.queries.catalog import parse_query
 from tests.goldens import case_names, load_case
 
 SECTIONS = {"Lengths", "Rollout tail", "Imbalance", "Stages", "Multi-turn", "GPU", "What if",
@@ -20,7 +20,7 @@ SAMPLE_VALUES = {"VARCHAR": "x", "INTEGER": "0", "BIGINT": "0", "DOUBLE": "0", "
 
 
 def _files():
-    return sorted((f for f in resources.files("queries").iterdir() if f.name.endswith(".sql")),
+    return sorted((f for f in resources.files("polytrace.queries").iterdir() if f.name.endswith(".sql")),
                   key=lambda f: f.name)
 
 
@@ -31,7 +31,7 @@ IDS = [q.name for q in QUERIES]
 
 def sample_params(query) -> dict:
     """run_id r1 (the golden cases' run), a typed placeholder for any other required param."""
-    from queries.catalog import bind
+    from polytrace.queries.catalog import bind
 
     values = {p.name: "r1" if p.name == "run_id" else SAMPLE_VALUES.get(p.type, "x")
               for p in query.params if p.required}

@@ -9,7 +9,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from ingest.columns import from_list, from_numpy
+from polytrace.ingest.columns import from_list, from_numpy
 
 CASES = [
     ([1, None, 3], pa.int32()),

@@ -15,9 +15,9 @@ import time
 import httpx
 import numpy as np
 
-from ingest.load import ingest_paths, open_db
-from queries.catalog import load_catalog
-from workload.demo import write_demo_traces
+from polytrace.ingest.load import ingest_paths, open_db
+from polytrace.queries.catalog import load_catalog
+from polytrace.workload.demo import write_demo_traces
 
 DURATION_S = 15.0
 READERS = 32

@@ -15,7 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from ingest.load import ingest_paths, open_db
+from polytrace.ingest.load import ingest_paths, open_db
 from tests.conftest import ROOT, free_port
 
 STEPS, PROMPTS, N_SAMPLING = 2, 50_000, 8  # 800,000 samples in about 18 MB

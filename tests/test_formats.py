@@ -8,10 +8,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from ingest import registry
-from ingest.contract import IngestError
-from ingest.layout import run_facts
-from ingest.load import ingest_paths
+from polytrace.ingest import registry
+from polytrace.ingest.contract import IngestError
+from polytrace.ingest.layout import run_facts
+from polytrace.ingest.load import ingest_paths
 from tests.conftest import FIXTURES
 
 FORMATS = FIXTURES / "formats"

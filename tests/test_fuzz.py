@@ -11,8 +11,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ingest import registry
-from ingest.contract import IngestError, Parsed
+from polytrace.ingest import registry
+from polytrace.ingest.contract import IngestError, Parsed
 from tests.corpus.seeds import Seed, seeds
 
 FORMATS = [f.name for f in registry.FORMATS]

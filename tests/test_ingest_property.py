@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ingest.load import ensure_schema, ingest_paths
+from polytrace.ingest.load import ensure_schema, ingest_paths
 
 lengths = st.integers(min_value=0, max_value=2**31 - 1)
 ranks = st.integers(min_value=0, max_value=63)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from ingest.load import ingest_paths
+from polytrace.ingest.load import ingest_paths
 
 pytestmark = pytest.mark.shared_data
 

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from ingest import registry
-from ingest.contract import IngestError
-from ingest.load import ingest_paths
-from queries.catalog import bind, execute, get_query
-from queries.perfetto import chrome_trace
+from polytrace.ingest import registry
+from polytrace.ingest.contract import IngestError
+from polytrace.ingest.load import ingest_paths
+from polytrace.queries.catalog import bind, execute, get_query
+from polytrace.queries.perfetto import chrome_trace
 
 KINETO = "kineto"
 
@@ -178,8 +178,8 @@ def test_cpu_only_trace_loads_its_steps_with_a_warning(con, tmp_path):
 def test_tiny_blocks_decode_the_same_events(con, two_ranks, monkeypatch):
     # 64-byte blocks put block ends everywhere, also inside the cpu_op's nested args, where
     # "}, {" is not an event boundary: the decoder must skip those cuts.
-    from ingest import trace_events
-    from ingest.formats import kineto
+    from polytrace.ingest import trace_events
+    from polytrace.ingest.formats import kineto
 
     whole = kineto.parse(two_ranks / "a.json").tables["gpu_events"]
     monkeypatch.setattr(trace_events, "BLOCK_BYTES", 64)
@@ -442,7 +442,7 @@ def test_dlrm_eight_rank_archive(con, shared_data):
 
 def parsed_tables(path: Path, jobs: str, monkeypatch) -> dict:
     monkeypatch.setenv("POLYTRACE_PARSE_JOBS", jobs)
-    from ingest.formats import kineto
+    from polytrace.ingest.formats import kineto
 
     parsed = kineto.parse(path)
     return {name: table.to_pylist() for name, table in parsed.tables.items()}, parsed.warnings

@@ -9,11 +9,11 @@ import duckdb
 import pyarrow.parquet as pq
 import pytest
 
-from ingest.contract import IngestError
-from ingest.lake import export_runs
-from ingest.load import data_tables, ingest_paths, open_db
+from polytrace.ingest.contract import IngestError
+from polytrace.ingest.lake import export_runs
+from polytrace.ingest.load import data_tables, ingest_paths, open_db
 from polytrace.cli import main
-from queries.catalog import bind, load_catalog
+from polytrace.queries.catalog import bind, load_catalog
 
 DAPO = "polytrace/verl/profile/packed_length_log/20260614_023133"
 RLLM = "polytrace/rllm/profile/packed_length_log/20260616_024512"

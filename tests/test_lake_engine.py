@@ -8,12 +8,12 @@ import duckdb
 import httpx
 import pytest
 
-from ingest.contract import IngestError
-from ingest.lake import export_runs
-from ingest.load import ingest_paths, open_db
+from polytrace.ingest.contract import IngestError
+from polytrace.ingest.lake import export_runs
+from polytrace.ingest.load import ingest_paths, open_db
 from polytrace.cli import main
-from queries import lake
-from queries.catalog import bind, execute, get_query, load_catalog
+from polytrace.queries import lake
+from polytrace.queries.catalog import bind, execute, get_query, load_catalog
 from tests.edge_lake import RUNS, build_database, build_lake, params_for, row_differences
 from tests.goldens import case_names, load_case
 

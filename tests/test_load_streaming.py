@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import pytest
 
-from ingest import load
-from ingest.contract import IngestError
-from ingest.load import data_tables, ingest_paths
+from polytrace.ingest import load
+from polytrace.ingest.contract import IngestError
+from polytrace.ingest.load import data_tables, ingest_paths
 
 LINE = '{{"step": {step}, "rank": 0, "dp_rank": 0, "tp_rank": 0, "input": 10, "output": [1, 3]}}\n'
 

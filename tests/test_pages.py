@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import httpx
 
-from server.headlines import findings, fmt
-from server.routers.pages import compare_queries, downsample, run_chart_queries
+from polytrace.server.headlines import findings, fmt
+from polytrace.server.routers.pages import compare_queries, downsample, run_chart_queries
 
 PACKED = (
     '{"step": 0, "rank": 0, "dp_rank": 0, "tp_rank": 0, "input": 10, "output": [1, 3], "validate": false}\n'
@@ -88,7 +88,7 @@ def test_pages_pick_queries_from_the_catalog_alone():
 
 
 def test_page_routes(tmp_path, make_server):
-    from ingest.load import ingest_paths, open_db
+    from polytrace.ingest.load import ingest_paths, open_db
 
     src = tmp_path / "packed_lengths_step_0.jsonl"
     src.write_text(PACKED)
@@ -121,7 +121,7 @@ def test_page_routes(tmp_path, make_server):
 
 def _summary_sentences(case: str) -> list[str]:
     """run_summary of a golden case's run r1, as the run page words it."""
-    from queries.catalog import bind, execute, get_query
+    from polytrace.queries.catalog import bind, execute, get_query
     from tests.goldens import load_case
 
     query = get_query("run_summary")
@@ -159,8 +159,8 @@ def test_kineto_only_and_verl_only_runs_get_headlines():
 
 
 def test_run_page_offers_a_simulation_until_there_is_one(tmp_path, make_server):
-    from ingest.load import ingest_paths, open_db
-    from workload.whatif import simulate_and_store
+    from polytrace.ingest.load import ingest_paths, open_db
+    from polytrace.workload.whatif import simulate_and_store
 
     src = tmp_path / "packed_lengths_step_0.jsonl"
     src.write_text(PACKED)

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from ingest.aggregates import on_the_fly
-from ingest.load import ingest_paths, open_db
-from queries.catalog import bind, execute, load_catalog
+from polytrace.ingest.aggregates import on_the_fly
+from polytrace.ingest.load import ingest_paths, open_db
+from polytrace.queries.catalog import bind, execute, load_catalog
 from tests.goldens import GOLDEN, case_names, load_case, mismatches, same_rows
 
 VARIANTS = {

@@ -17,8 +17,8 @@ import pytest
 
 sqlglot = pytest.importorskip("sqlglot")
 
-from queries import translate
-from queries.catalog import get_query, load_catalog
+from polytrace.queries import translate
+from polytrace.queries.catalog import get_query, load_catalog
 from tests.edge_lake import build_database, build_lake, params_for, row_differences
 
 GOLDEN = Path(__file__).resolve().parent / "golden" / "spark"
@@ -53,7 +53,7 @@ def test_catalog_uses_only_translatable_constructs(name):
 
 def test_canonical_views_use_only_translatable_constructs():
     """Spark builds step_timings and the other views from schema.sql's text too."""
-    from queries.lake import canonical_schema
+    from polytrace.queries.lake import canonical_schema
 
     views = canonical_schema()[1]
     assert views
@@ -159,7 +159,7 @@ def spark():
     pytest.importorskip("pyspark")
     if not shutil.which("java"):
         pytest.skip("no Java runtime")
-    from queries.spark import session
+    from polytrace.queries.spark import session
 
     s = session(master="local[2]")
     yield s
@@ -168,8 +168,8 @@ def spark():
 
 @pytest.fixture(scope="module")
 def engines(spark, tmp_path_factory):
-    from queries.lake import open_lake
-    from queries.spark import register_lake
+    from polytrace.queries.lake import open_lake
+    from polytrace.queries.spark import register_lake
 
     native = build_database()
     root = build_lake(native, tmp_path_factory.mktemp("spark") / "lake")
@@ -238,8 +238,8 @@ CASES = [(name, params) for name in NAMES for params in params_for(get_query(nam
 @pytest.mark.spark
 @pytest.mark.parametrize("name,params", CASES, ids=[f"{n}-{i}" for i, (n, _) in enumerate(CASES)])
 def test_catalog_query_is_equal_on_three_engines(engines, name, params):
-    from queries.catalog import execute
-    from queries.spark import execute as execute_on_spark
+    from polytrace.queries.catalog import execute
+    from polytrace.queries.spark import execute as execute_on_spark
 
     native, over_lake, spark = engines
     query = get_query(name)
@@ -260,10 +260,10 @@ def test_catalog_query_is_equal_on_three_engines(engines, name, params):
 def test_shared_traces_are_equal_on_spark(spark, shared_data, tmp_path):
     """Real runs (a DAPO packed run with its filter, a two-rank Kineto trace) give Spark the
     same rows as DuckDB for every catalog query, in a session of their own."""
-    from ingest.lake import export_runs
-    from ingest.load import ingest_paths, open_db
-    from queries.catalog import bind, execute
-    from queries.spark import SESSION_CONF, execute as execute_on_spark, register_lake
+    from polytrace.ingest.lake import export_runs
+    from polytrace.ingest.load import ingest_paths, open_db
+    from polytrace.queries.catalog import bind, execute
+    from polytrace.queries.spark import SESSION_CONF, execute as execute_on_spark, register_lake
 
     native = open_db(tmp_path / "native.duckdb")
     run_ids = [ingest_paths(native, [shared_data / d]).run_id

@@ -34,7 +34,7 @@ def test_cli_ingest_then_query(tmp_path):
 
 
 def test_rest_serves_the_same_rows(tmp_path, make_server):
-    from ingest.load import ingest_paths, open_db
+    from polytrace.ingest.load import ingest_paths, open_db
 
     src = tmp_path / "packed_lengths_step_0.jsonl"
     src.write_text(PACKED)

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from ingest.contract import IngestError
-from ingest.formats import verl_console, verl_jsonl, wandb_csv
-from ingest.load import ingest_paths
-from ingest.registry import detect
-from queries.catalog import bind, execute, get_query
+from polytrace.ingest.contract import IngestError
+from polytrace.ingest.formats import verl_console, verl_jsonl, wandb_csv
+from polytrace.ingest.load import ingest_paths
+from polytrace.ingest.registry import detect
+from polytrace.queries.catalog import bind, execute, get_query
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "verl"
 GOLDEN = Path(__file__).resolve().parent / "golden"
@@ -247,7 +247,7 @@ def test_sniffing_does_not_steal_other_formats(tmp_path):
 
 
 def test_sniffing_ignores_the_other_shared_traces(shared_data):
-    from ingest.sources import read_head
+    from polytrace.ingest.sources import read_head
 
     mine = (verl_console.FORMAT, verl_jsonl.FORMAT, wandb_csv.FORMAT)
     checked = 0

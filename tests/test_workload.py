@@ -10,19 +10,19 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ingest.load import ingest_paths
+from polytrace.ingest.load import ingest_paths
 from polytrace.cli import main
-from workload import WorkloadError
-from workload.costmodel import H200_REPLAY_GRID, CostModel, from_grid
-from workload.demo import CAP, DP, STEPS, TP, write_demo_traces
-from workload.fit import fit_gmm, fit_lognormal
-from workload.published import PUBLISHED_MATH, PUBLISHED_TOOL_USE, read_params
-from workload.replay import explain, finish_errors, read_engines, read_iterations, read_requests
-from workload.simulate import Step, finish_times, load_steps, simulate
-from workload.synth import sample_math, sample_tool_use, write_from_run, write_math_steps
-from workload.timeline import StepWork, step_times, verl_lines, write_kineto
-from workload.traces import packed_lines, write_jsonl
-from workload.whatif import compare
+from polytrace.workload import WorkloadError
+from polytrace.workload.costmodel import H200_REPLAY_GRID, CostModel, from_grid
+from polytrace.workload.demo import CAP, DP, STEPS, TP, write_demo_traces
+from polytrace.workload.fit import fit_gmm, fit_lognormal
+from polytrace.workload.published import PUBLISHED_MATH, PUBLISHED_TOOL_USE, read_params
+from polytrace.workload.replay import explain, finish_errors, read_engines, read_iterations, read_requests
+from polytrace.workload.simulate import Step, finish_times, load_steps, simulate
+from polytrace.workload.synth import sample_math, sample_tool_use, write_from_run, write_math_steps
+from polytrace.workload.timeline import StepWork, step_times, verl_lines, write_kineto
+from polytrace.workload.traces import packed_lines, write_jsonl
+from polytrace.workload.whatif import compare
 
 PARAMS = Path("polytrace/dataset/workloads/enhanced_task_distribution_parameters.json")
 DAPO = Path("polytrace/verl/profile/packed_length_log/20260614_023133")
@@ -308,8 +308,8 @@ def test_simulate_store_and_whatif_query(tmp_path, db_path, con, capsys):
                  "length-balanced", "--policy", "round-robin", "--store", "--output", "json"]) == 0
     printed = json.loads(capsys.readouterr().out)
     assert {r["policy"] for r in printed} == {"as-recorded", "length-balanced", "round-robin"}
-    from ingest.load import open_db
-    from queries.catalog import bind, execute, get_query
+    from polytrace.ingest.load import open_db
+    from polytrace.queries.catalog import bind, execute, get_query
 
     c = open_db(db_path)
     try:
@@ -376,7 +376,7 @@ def test_as_recorded_prediction_against_the_h200_replay(shared_data, con):
     steps = load_steps(con, run)
     engines = read_engines(shared_data / REPLAY / "engines.jsonl")
     measured = {key: e["total_s"] for key, e in engines.items()}
-    from workload.costmodel import load
+    from polytrace.workload.costmodel import load
 
     # The grid calibration was measured apart from any workload, so step 0 is out of sample.
     grid = load(shared_data / REPLAY / "calib.json")
@@ -420,7 +420,7 @@ def test_ingest_cli_sets_the_cap_and_gpus_when_the_input_lacks_them(tmp_path, db
     assert main(["ingest", str(trace), "--db", str(db_path), "--max-response-len", "8",
                  "--gpus", "4"]) == 0
     run_id = capsys.readouterr().out.strip()
-    from ingest.load import open_db
+    from polytrace.ingest.load import open_db
 
     con = open_db(db_path)
     try:
@@ -433,7 +433,7 @@ def test_ingest_cli_sets_the_cap_and_gpus_when_the_input_lacks_them(tmp_path, db
 
 
 def test_run_overrides_never_replace_what_the_input_says(tmp_path, con):
-    from ingest.contract import IngestError
+    from polytrace.ingest.contract import IngestError
 
     trace = tmp_path / "run"
     write_jsonl(trace / "packed_lengths_step_0.jsonl",
@@ -459,7 +459,7 @@ def test_rllm_cap_from_the_command_line(shared_data, con):
     assert first["response_max"] == 16000
     plain = ingest_paths(con, [rllm]).run_id
     capped = ingest_paths(con, [rllm], force=True, run_overrides={"max_response_len": 16000}).run_id
-    from queries.catalog import bind, execute, get_query
+    from polytrace.queries.catalog import bind, execute, get_query
 
     q = get_query("run_summary")
     summary = {r: dict(zip(*(lambda res: (res.columns, res.rows[0]))(execute(con, q, bind(q, {"run_id": r})))))
@@ -483,7 +483,7 @@ def test_demo_run_carries_the_cap_and_gpus(tmp_path):
     try:
         assert con.execute("SELECT max_response_len, n_gpus FROM runs WHERE run_id = ?",
                            [math_run]).fetchone() == (CAP, DP * TP)
-        from queries.catalog import bind, execute, get_query
+        from polytrace.queries.catalog import bind, execute, get_query
 
         q = get_query("run_summary")
         res = execute(con, q, bind(q, {"run_id": math_run}))

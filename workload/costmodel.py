@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 from scipy.optimize import nnls
 
-from workload import WorkloadError
+from polytrace.workload import WorkloadError
 
 
 @dataclass(frozen=True)

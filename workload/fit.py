@@ -14,8 +14,8 @@ import numpy as np
 from scipy import stats
 from sklearn.mixture import GaussianMixture
 
-from workload import WorkloadError
-from workload.synth import clip_lengths
+from polytrace.workload import WorkloadError
+from polytrace.workload.synth import clip_lengths
 
 MAX_COMPONENTS = 5
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from workload.costmodel import CostModel
+from polytrace.workload.costmodel import CostModel
 
 ORACLE = {"length-balanced"}
 POLICY_NOTES = {

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-from workload import WorkloadError
+from polytrace.workload import WorkloadError
 
 
 @dataclass(frozen=True)

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import numpy as np
 
-from workload import WorkloadError
-from workload.costmodel import CostModel, json_lines, read_text
-from workload.simulate import finish_times
+from polytrace.workload import WorkloadError
+from polytrace.workload.costmodel import CostModel, json_lines, read_text
+from polytrace.workload.simulate import finish_times
 
 SLOW = 1.5
 FINISH_COLUMNS = ("finish_error_p50_pct", "finish_error_p90_pct")

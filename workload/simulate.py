@@ -5,9 +5,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from workload import WorkloadError
-from workload.costmodel import CostModel
-from workload.policies import (ORACLE, length_balanced, lpt, predict_lengths, round_robin)
+from polytrace.workload import WorkloadError
+from polytrace.workload.costmodel import CostModel
+from polytrace.workload.policies import (ORACLE, length_balanced, lpt, predict_lengths, round_robin)
 
 POLICIES = ("as-recorded", "round-robin", "length-balanced", "predicted-balanced", "partial-rollout:q")
 

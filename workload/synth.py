@@ -5,9 +5,9 @@ from pathlib import Path
 
 import numpy as np
 
-from workload import WorkloadError
-from workload.published import MathModel, ToolUseModel
-from workload.traces import packed_lines, write_jsonl
+from polytrace.workload import WorkloadError
+from polytrace.workload.published import MathModel, ToolUseModel
+from polytrace.workload.traces import packed_lines, write_jsonl
 
 
 def clip_lengths(x: np.ndarray, cap: int | None = None) -> np.ndarray:
@@ -89,7 +89,7 @@ def write_math_steps(model: MathModel, out: Path, steps: int, prompts: int, n: i
 def write_tool_use_steps(model: ToolUseModel, out: Path, steps: int, prompts: int, n: int,
                          cap: int, seed: int) -> list[Path]:
     """multiturn_workload_step_N.jsonl for steps 0..S-1: n rollouts per prompt group."""
-    from workload.multiturn import rollout_line
+    from polytrace.workload.multiturn import rollout_line
 
     _check_sizes(steps, prompts, n, cap)
     rng = np.random.default_rng(seed)
@@ -119,7 +119,7 @@ def write_from_run(con, run_id: str, out: Path, seed: int, tp: int = 1) -> list[
 
     The last report row (step None) compares the union of all steps.
     """
-    from workload.fit import fit_run, generate, ks
+    from polytrace.workload.fit import fit_run, generate, ks
 
     model = fit_run(con, run_id, seed)
     rng = np.random.default_rng(seed)

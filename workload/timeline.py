@@ -16,8 +16,8 @@ from pathlib import Path
 
 import numpy as np
 
-from workload.costmodel import H200_REPLAY_GRID, CostModel
-from workload.simulate import finish_times
+from polytrace.workload.costmodel import H200_REPLAY_GRID, CostModel
+from polytrace.workload.simulate import finish_times
 
 LOG_PROB_S_PER_TOKEN = 4e-6      # one forward pass over prompt + response, per GPU's share
 TRAIN_S_PER_TOKEN = 1.2e-5       # forward + backward + optimizer, per used token

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from workload import WorkloadError
-from workload.costmodel import H200_REPLAY_GRID, CostModel
+from polytrace.workload import WorkloadError
+from polytrace.workload.costmodel import H200_REPLAY_GRID, CostModel
 
 DEFAULT_POLICIES = ("as-recorded", "round-robin", "length-balanced", "predicted-balanced",
                     "partial-rollout:0.9")
@@ -39,7 +39,7 @@ def can_simulate(con, run_id: str) -> bool:
 def simulate_and_store(con, run_id: str, model: CostModel = H200_REPLAY_GRID,
                        policies: tuple[str, ...] = DEFAULT_POLICIES) -> int:
     """Simulate a run under the default policies and store the results, e.g. right after a demo ingest."""
-    from workload.simulate import load_steps, simulate
+    from polytrace.workload.simulate import load_steps, simulate
 
     return store(con, run_id, simulate(load_steps(con, run_id), model, list(policies)), model.source)
 

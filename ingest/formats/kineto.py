@@ -17,12 +17,12 @@ import msgspec
 import numpy as np
 import pyarrow as pa
 
-from ingest import archives, workers
-from ingest.columns import from_list, from_numpy
-from ingest.contract import Format, IngestError, Parsed
-from ingest.gpu_time import step_time_rows, step_time_table
-from ingest.sources import max_inflate_bytes, open_stream
-from ingest.trace_events import Budget, EventStream
+from polytrace.ingest import archives, workers
+from polytrace.ingest.columns import from_list, from_numpy
+from polytrace.ingest.contract import Format, IngestError, Parsed
+from polytrace.ingest.gpu_time import step_time_rows, step_time_table
+from polytrace.ingest.sources import max_inflate_bytes, open_stream
+from polytrace.ingest.trace_events import Budget, EventStream
 
 # Kineto writes the lower-case names; older PyTorch versions wrote the capitalised ones.
 KERNEL_CATS = {"kernel", "Kernel"}

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from ingest.contract import Format, IngestError, Parsed
+from polytrace.ingest.contract import Format, IngestError, Parsed
 
 PART_FILE = "part-0.parquet"
 

@@ -25,11 +25,11 @@ from typing import Union
 import msgspec
 import pyarrow as pa
 
-from ingest.columns import from_list
-from ingest.contract import Format, IngestError, Parsed
-from ingest.formats.polytrace_packed import Length, line_numbered, samples_table
-from ingest.formats.polytrace_multiturn import TURN_TYPES
-from ingest.sources import check_utf8, read_bytes
+from polytrace.ingest.columns import from_list
+from polytrace.ingest.contract import Format, IngestError, Parsed
+from polytrace.ingest.formats.polytrace_packed import Length, line_numbered, samples_table
+from polytrace.ingest.formats.polytrace_multiturn import TURN_TYPES
+from polytrace.ingest.sources import check_utf8, read_bytes
 
 
 class Block(msgspec.Struct):

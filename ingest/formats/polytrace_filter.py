@@ -7,10 +7,10 @@ from typing import Annotated
 import msgspec
 import pyarrow as pa
 
-from ingest.columns import from_list
-from ingest.contract import Format, IngestError, Parsed
-from ingest.formats.polytrace_packed import SmallInt, decode_lines
-from ingest.sniffing import first_line_keys
+from polytrace.ingest.columns import from_list
+from polytrace.ingest.contract import Format, IngestError, Parsed
+from polytrace.ingest.formats.polytrace_packed import SmallInt, decode_lines
+from polytrace.ingest.sniffing import first_line_keys
 
 # a step's generation batch; the bound keeps a corrupt count from expanding into billions of rows
 Count = Annotated[int, msgspec.Meta(ge=0, le=10_000_000)]

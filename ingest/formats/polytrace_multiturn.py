@@ -16,10 +16,10 @@ import msgspec
 import numpy as np
 import pyarrow as pa
 
-from ingest.columns import from_list
-from ingest.contract import Format, Parsed
-from ingest.formats.polytrace_packed import Length, SmallInt, decode_lines, samples_table
-from ingest.sniffing import first_line_keys
+from polytrace.ingest.columns import from_list
+from polytrace.ingest.contract import Format, Parsed
+from polytrace.ingest.formats.polytrace_packed import Length, SmallInt, decode_lines, samples_table
+from polytrace.ingest.sniffing import first_line_keys
 
 Seconds = Annotated[float, msgspec.Meta(ge=0)]
 

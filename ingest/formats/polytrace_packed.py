@@ -8,10 +8,10 @@ from typing import Annotated
 import msgspec
 import pyarrow as pa
 
-from ingest.columns import from_list
-from ingest.contract import Format, IngestError, Parsed
-from ingest.sniffing import first_line_keys
-from ingest.sources import check_utf8, read_bytes
+from polytrace.ingest.columns import from_list
+from polytrace.ingest.contract import Format, IngestError, Parsed
+from polytrace.ingest.sniffing import first_line_keys
+from polytrace.ingest.sources import check_utf8, read_bytes
 
 Length = Annotated[int, msgspec.Meta(ge=0, le=2**31 - 1)]
 SmallInt = Annotated[int, msgspec.Meta(ge=-(2**31), le=2**31 - 1)]

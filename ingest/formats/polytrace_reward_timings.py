@@ -7,10 +7,10 @@ from typing import Annotated
 import msgspec
 import pyarrow as pa
 
-from ingest.columns import from_list
-from ingest.contract import Format, Parsed
-from ingest.formats.polytrace_packed import Length, SmallInt, decode_lines
-from ingest.sniffing import first_line_keys
+from polytrace.ingest.columns import from_list
+from polytrace.ingest.contract import Format, Parsed
+from polytrace.ingest.formats.polytrace_packed import Length, SmallInt, decode_lines
+from polytrace.ingest.sniffing import first_line_keys
 
 Seconds = Annotated[float, msgspec.Meta(ge=0)]
 Tokens = Annotated[int, msgspec.Meta(ge=0)]

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from ingest.contract import Format, IngestError, Parsed
-from ingest.formats.polytrace_packed import SAMPLE_TYPES
-from ingest.sniffing import first_line, looks_binary
-from ingest.sources import check_utf8, read_bytes
+from polytrace.ingest.contract import Format, IngestError, Parsed
+from polytrace.ingest.formats.polytrace_packed import SAMPLE_TYPES
+from polytrace.ingest.sniffing import first_line, looks_binary
+from polytrace.ingest.sources import check_utf8, read_bytes
 
 PARQUET_MAGIC = b"PAR1"
 REQUIRED = ("step", "response_len")

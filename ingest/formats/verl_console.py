@@ -18,10 +18,10 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from ingest.contract import Format, IngestError, Parsed
-from ingest.sniffing import looks_binary
-from ingest.sources import read_bytes
-from ingest.step_metrics import StepMetrics
+from polytrace.ingest.contract import Format, IngestError, Parsed
+from polytrace.ingest.sniffing import looks_binary
+from polytrace.ingest.sources import read_bytes
+from polytrace.ingest.step_metrics import StepMetrics
 
 WANDB_LINE_CAP = 4096
 SEPARATOR = " - "

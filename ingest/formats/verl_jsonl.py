@@ -9,11 +9,11 @@ from typing import Any
 
 import msgspec
 
-from ingest.contract import Format, IngestError, Parsed
-from ingest.formats.polytrace_packed import SmallInt
-from ingest.sniffing import first_line, looks_binary
-from ingest.sources import read_bytes
-from ingest.step_metrics import StepMetrics
+from polytrace.ingest.contract import Format, IngestError, Parsed
+from polytrace.ingest.formats.polytrace_packed import SmallInt
+from polytrace.ingest.sniffing import first_line, looks_binary
+from polytrace.ingest.sources import read_bytes
+from polytrace.ingest.step_metrics import StepMetrics
 
 STEP_THEN_DATA = re.compile(rb'^\{\s*"step"\s*:\s*-?\d+\s*,\s*"data"\s*:\s*\{')
 

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from ingest.contract import Format, IngestError, Parsed
-from ingest.sniffing import looks_binary
-from ingest.sources import check_utf8, read_bytes
-from ingest.step_metrics import StepMetrics
+from polytrace.ingest.contract import Format, IngestError, Parsed
+from polytrace.ingest.sniffing import looks_binary
+from polytrace.ingest.sources import check_utf8, read_bytes
+from polytrace.ingest.step_metrics import StepMetrics
 
 STEP_COLUMNS = ("_step", "step")
 

@@ -11,17 +11,17 @@ from fastapi import APIRouter, Query as QueryParam, Request
 from fastapi.concurrency import run_in_threadpool
 from pydantic import BaseModel
 
-from ingest import registry
-from ingest.contract import IngestError
-from ingest.load import IngestResult, delete_run, ingest_paths, row_counts
-from ingest.run_facts import GIVEN_RUN_FACTS
-from queries.catalog import ParamError, Query, bind, get_query, load_catalog
-from server.db import Database, QueryTimeout
-from server.deps import DbDep, SettingsDep, WriterDep
-from server.errors import ApiError, ErrorBody
-from server.responses import MEDIA_TYPES, Json, csv_result, json_result, negotiate, parquet_result
-from server.settings import Settings
-from server.uploads import FILE_FIELD, Upload, receive
+from polytrace.ingest import registry
+from polytrace.ingest.contract import IngestError
+from polytrace.ingest.load import IngestResult, delete_run, ingest_paths, row_counts
+from polytrace.ingest.run_facts import GIVEN_RUN_FACTS
+from polytrace.queries.catalog import ParamError, Query, bind, get_query, load_catalog
+from polytrace.server.db import Database, QueryTimeout
+from polytrace.server.deps import DbDep, SettingsDep, WriterDep
+from polytrace.server.errors import ApiError, ErrorBody
+from polytrace.server.responses import MEDIA_TYPES, Json, csv_result, json_result, negotiate, parquet_result
+from polytrace.server.settings import Settings
+from polytrace.server.uploads import FILE_FIELD, Upload, receive
 
 FormatParam = Annotated[
     Literal["json", "csv", "parquet"] | None,
@@ -172,9 +172,9 @@ async def remove_run(run_id: str, db: DbDep) -> dict:
 
 
 def _simulate(run_id: str, cur) -> dict:
-    from workload import WorkloadError
-    from workload.costmodel import H200_REPLAY_GRID
-    from workload.whatif import DEFAULT_POLICIES, can_simulate, simulate_and_store
+    from polytrace.workload import WorkloadError
+    from polytrace.workload.costmodel import H200_REPLAY_GRID
+    from polytrace.workload.whatif import DEFAULT_POLICIES, can_simulate, simulate_and_store
 
     if not cur.execute("SELECT 1 FROM runs WHERE run_id = ?", [run_id]).fetchone():
         raise ApiError(404, f"unknown run {run_id!r}")

@@ -16,15 +16,15 @@ from fastapi.responses import FileResponse, HTMLResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
 
-from queries.catalog import ParamError, Query, bind, load_catalog
-from server.db import Database, QueryTimeout
-from server.deps import DbDep, SettingsDep
-from server.errors import ApiError, error_response
-from server.routers.api import run_bound
-from server.headlines import findings, fmt
+from polytrace.queries.catalog import ParamError, Query, bind, load_catalog
+from polytrace.server.db import Database, QueryTimeout
+from polytrace.server.deps import DbDep, SettingsDep
+from polytrace.server.errors import ApiError, error_response
+from polytrace.server.routers.api import run_bound
+from polytrace.server.headlines import findings, fmt
 
 router = APIRouter(include_in_schema=False)
-_frontend = resources.files("frontend")
+_frontend = resources.files("polytrace.frontend")
 templates = Jinja2Templates(directory=str(_frontend.joinpath("templates")))
 PLOTLY_JS = os.path.join(os.path.dirname(plotly.__file__), "package_data", "plotly.min.js")
 
@@ -254,7 +254,7 @@ def runs_page(request: Request, settings: SettingsDep):
 
 async def _can_simulate(db: Database, settings, run_id: str) -> bool:
     """Whether POST /api/runs/{run_id}/whatif would have what it needs."""
-    from workload.whatif import can_simulate
+    from polytrace.workload.whatif import can_simulate
 
     return await run_in_threadpool(db.read, partial(can_simulate, run_id=run_id),
                                    settings.query_timeout_ms, f"run {run_id!r}")
@@ -381,7 +381,7 @@ async def perfetto_json(db: DbDep, settings: SettingsDep, run_id: str, rank: int
                         step: int | None = None) -> JSONResponse:
     """The timeline's window (one rank, one profiler step) as a Chrome-trace download, at most
     row_cap events, within the query timeout."""
-    from queries.perfetto import chrome_trace
+    from polytrace.queries.perfetto import chrome_trace
 
     build = partial(chrome_trace, run_id=run_id, rank=rank, step=step, max_events=settings.row_cap)
     try:

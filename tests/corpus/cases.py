@@ -377,7 +377,7 @@ def dump(case: Case, root) -> list:
 if __name__ == "__main__":
     import sys
 
-    from ingest.registry import FORMATS
+    from polytrace.ingest.registry import FORMATS
 
     for f in FORMATS:
         built = build(f.name)

@@ -124,8 +124,8 @@ def kineto_members() -> dict[str, bytes]:
 
 def lake_files() -> dict[str, bytes]:
     """A Parquet lake exported from one tiny packed run: every file of it by relative path."""
-    from ingest.lake import export_runs
-    from ingest.load import ingest_paths, open_db
+    from polytrace.ingest.lake import export_runs
+    from polytrace.ingest.load import ingest_paths, open_db
 
     with tempfile.TemporaryDirectory() as tmp:
         src = Path(tmp) / "packed_lengths_step_0.jsonl"

@@ -18,8 +18,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from ingest import registry
-from ingest.load import data_tables, delete_run, ingest_paths, open_db
+from polytrace.ingest import registry
+from polytrace.ingest.load import data_tables, delete_run, ingest_paths, open_db
 from polytrace.cli import main
 from tests.conftest import LiveServer
 from tests.corpus import mutations
@@ -176,7 +176,7 @@ def test_cli_subprocess_sample(tmp_path):
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    from server.settings import Settings
+    from polytrace.server.settings import Settings
 
     db = good_db(tmp_path_factory.mktemp("api") / "server.duckdb")
     with LiveServer(Settings(db=str(db))) as srv:

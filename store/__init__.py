@@ -1,0 +1,1 @@
+"""The storage layer: schema, aggregates, connections and the Parquet lake layout."""
