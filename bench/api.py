@@ -32,8 +32,10 @@ import pyarrow.parquet as pq
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[0] = str(ROOT)
 
-from polytrace.ingest.load import ingest_paths, open_db  # noqa: E402
-from polytrace.queries.catalog import bind, execute, load_catalog  # noqa: E402
+from polytrace import store
+from polytrace.ingest.load import ingest_paths  # noqa: E402
+from polytrace.queries.catalog import bind, load_catalog  # noqa: E402
+from polytrace.queries.runner import Limits, run_bound  # noqa: E402
 
 N_SAMPLING = 8
 TARGET_P95_MS = 100.0
@@ -90,7 +92,7 @@ def pct(values: list[float], q: float) -> float:
 
 def in_process(db: Path, queries, seconds: float, threads: int) -> dict[str, list[float]]:
     """The baseline: each query back to back on `threads` cursors of one connection, no HTTP."""
-    con = open_db(db)
+    con = store.open(db)
     out = {}
     try:
         for name, params in queries:
@@ -103,7 +105,7 @@ def in_process(db: Path, queries, seconds: float, threads: int) -> dict[str, lis
                 cur = con.cursor()
                 while time.perf_counter() < stop or len(times) < 3:
                     start = time.perf_counter()
-                    execute(cur, q, bound, 100_000)
+                    run_bound(cur, q, bound, Limits(row_cap=100_000))
                     times.append(time.perf_counter() - start)
                 cur.close()
 
@@ -167,7 +169,7 @@ def start_server(db: Path, port: int, cache_rows: int) -> subprocess.Popen:
 
 def ensure_run(db: Path, tmp: Path, samples: int, steps: int) -> str:
     """The bench run's id, synthesizing and ingesting it unless the database already has it."""
-    con = open_db(db)
+    con = store.open(db)
     try:
         found = con.execute("SELECT run_id FROM runs WHERE name = 'bench-api' LIMIT 1").fetchone()
         if found:

@@ -11,6 +11,8 @@ from pathlib import Path
 import duckdb
 import polars as pl
 
+from polytrace import store
+
 ROOT = Path(__file__).resolve().parent.parent
 # this script's own name would shadow the `ingest` package
 sys.path[0] = str(ROOT)
@@ -43,9 +45,9 @@ def timed(fn) -> tuple[float, float]:
 
 
 def polytrace_ingest(src: Path, db: Path) -> None:
-    from polytrace.ingest.load import ingest_paths, open_db
+    from polytrace.ingest.load import ingest_paths
 
-    con = open_db(db)
+    con = store.open(db)
     try:
         ingest_paths(con, [src])
     finally:

@@ -20,6 +20,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from polytrace import store
+
 ROOT = Path(__file__).resolve().parent.parent
 # this script's folder must not shadow the project's packages
 sys.path[0] = str(ROOT)
@@ -47,16 +49,17 @@ def child_hta(trace_dir: Path) -> dict:
 
 def child_polytrace(trace_dir: Path) -> dict:
     from bench.cpu import cpu_s
-    from polytrace.ingest.load import ingest_paths, open_db
-    from polytrace.queries.catalog import bind, execute, get_query
+    from polytrace.ingest.load import ingest_paths
+    from polytrace.queries.catalog import bind, get_query
+    from polytrace.queries.runner import run_bound
 
     with tempfile.TemporaryDirectory() as tmp:
-        con = open_db(Path(tmp) / "bench.duckdb")
+        con = store.open(Path(tmp) / "bench.duckdb")
         started, cpu = time.perf_counter(), cpu_s()
         run = ingest_paths(con, [trace_dir]).run_id
         ingested, ingest_cpu = time.perf_counter(), cpu_s() - cpu
         query = get_query("gpu_time")
-        rows = execute(con, query, bind(query, {"run_id": run})).rows
+        rows = run_bound(con, query, bind(query, {"run_id": run})).rows
         con.close()
     return {"idle": {r[0]: [r[4], r[2]] for r in rows if r[1] is None},
             "ingest_s": ingested - started, "ingest_cpu_s": ingest_cpu,

@@ -19,12 +19,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from polytrace.ingest.aggregates import materialize
-from polytrace.ingest.lake import export_runs
-from polytrace.ingest.load import open_db
-from polytrace.queries.catalog import bind, execute, load_catalog
-from polytrace.queries.lake import open_lake
-from tests.edge_lake import fill_gpu_step_time, row_differences
+from bench.compare import row_differences
+from polytrace import store
+from polytrace.ingest.gpu_time import fill_step_time
+from polytrace.queries.catalog import bind, load_catalog
+from polytrace.queries.runner import run_bound
+from polytrace.store.aggregates import materialize
+from polytrace.store.lake import export_runs, open_lake
 
 RUN = "bench0001"
 
@@ -56,12 +57,12 @@ FROM range(8) a(k), range(1, 1 + $gpu_events // 8 // $per_window) b(w);
 
 
 def build(db: Path, lake: Path, samples: int, gpu_events: int) -> None:
-    con = open_db(db)
+    con = store.open(db)
     values = {"run": RUN, "samples": samples, "per_step": samples // 100,
               "gpu_events": gpu_events, "per_window": gpu_events // 8 // 10}
     for statement in filter(str.strip, FILL.split(";")):
         con.execute(statement, {k: v for k, v in values.items() if f"${k}" in statement})
-    fill_gpu_step_time(con, RUN)
+    fill_step_time(con, RUN)
     materialize(con, RUN)
     con.execute("CHECKPOINT")
     export_runs(con, [RUN], lake)
@@ -100,21 +101,20 @@ def main() -> None:
             build(db, lake, args.samples, args.gpu_events)
         print(f"built {args.samples:,} samples + {args.gpu_events:,} GPU events "
               f"in {time.perf_counter() - start:.1f} s", file=sys.stderr)
-        from polytrace.queries.spark import execute as on_spark
-        from polytrace.queries.spark import register_lake, session
+        from polytrace.queries.spark import Spark, register_lake, session
 
         start = time.perf_counter()
         spark = session(master="local[2]")
         register_lake(spark, lake)
         print(f"Spark session and lake views: {time.perf_counter() - start:.1f} s", file=sys.stderr)
-        native, over_lake = open_db(db), open_lake(lake)
+        native, over_lake = store.open(db), open_lake(lake)
         print(f"{'query':<20} {'native s':>9} {'lake s':>8} {'spark s':>8} {'lake/nat':>9} "
               f"{'spark/nat':>10} {'same':>5} {'rows':>6}")
         for query in load_catalog().values():
             bound = params(query)
-            t_native, want = best(partial(execute, native, query, bound), args.repeat)
-            t_lake, got_lake = best(partial(execute, over_lake, query, bound), args.repeat)
-            t_spark, got_spark = best(partial(on_spark, spark, query, bound), args.repeat)
+            t_native, want = best(partial(run_bound, native, query, bound), args.repeat)
+            t_lake, got_lake = best(partial(run_bound, over_lake, query, bound), args.repeat)
+            t_spark, got_spark = best(partial(run_bound, Spark(spark), query, bound), args.repeat)
             same = not row_differences(want.rows, got_lake.rows) and \
                 not row_differences(want.rows, got_spark.rows)
             print(f"{query.name:<20} {t_native:9.3f} {t_lake:8.3f} {t_spark:8.3f} "

@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import math
 import os
-import statistics
 import sys
 import tempfile
 import threading
@@ -26,9 +25,11 @@ import pyarrow as pa
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[0] = str(ROOT)
 
-from polytrace.ingest.aggregates import FILLS, materialize, on_the_fly  # noqa: E402
-from polytrace.ingest.load import open_db  # noqa: E402
+# noqa: E402
+from polytrace import store
 from polytrace.queries.catalog import bind, load_catalog  # noqa: E402
+from polytrace.store.aggregates import materialize, on_the_fly  # noqa: E402
+from polytrace.store.aggregates import names as aggregate_names
 
 RUN = "bench5m"
 N_SAMPLING = 8
@@ -127,7 +128,7 @@ def insert(con, table: str, data: pa.Table) -> None:
 def build(db: Path, samples: int, steps: int, rollouts: int) -> tuple[float, float]:
     """Write the run; return (seconds to load raw tables, seconds to materialize)."""
     rng = np.random.default_rng(7)
-    con = open_db(db)
+    con = store.open(db)
     start = time.perf_counter()
     con.execute("BEGIN TRANSACTION")
     con.execute("INSERT INTO runs (run_id, name, format, max_response_len, created_at) "
@@ -208,7 +209,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="polytrace-bench-") as tmp:
         db = Path(tmp) / "bench.duckdb"
         load_s, agg_s = build(db, args.samples, args.steps, args.rollouts)
-        con = open_db(db)
+        con = store.open(db)
         n = con.execute("SELECT count(*) FROM samples").fetchone()[0]
         t = con.execute("SELECT count(*) FROM turns").fetchone()[0]
         print(f"run: {n:,} samples, {args.steps} steps, 2-8 dp ranks, {t:,} turns; "
@@ -220,7 +221,7 @@ def main() -> None:
         for q in queries:
             params = bind(q, {"run_id": RUN})
             after = [timed_query(con, q.sql, params) for _ in range(args.repeat)]
-            uses_aggregates = any(table in q.sql for table in FILLS)
+            uses_aggregates = any(table in q.sql for table in aggregate_names())
             if uses_aggregates:
                 before = [timed_query(con, on_the_fly(q.sql), params)
                           for _ in range(args.repeat_before)]

@@ -28,7 +28,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from polytrace.queries.catalog import bind, execute, load_catalog  # noqa: E402
+from polytrace.queries.catalog import bind, load_catalog  # noqa: E402
+from polytrace.queries.runner import run_bound  # noqa: E402
 from polytrace.workload.published import PUBLISHED_MATH  # noqa: E402
 from polytrace.workload.synth import lognormal_groups, sample_prompt_lengths  # noqa: E402
 
@@ -129,11 +130,11 @@ def query_p95(db: Path, run_id: str, repeat: int) -> dict[str, tuple[float, int]
     try:
         for q in dashboard_queries():
             bound = bind(q, {"run_id": run_id})
-            rows = len(execute(con.cursor(), q, bound).rows)
+            rows = len(run_bound(con.cursor(), q, bound).rows)
             times = []
             for _ in range(repeat):
                 t = time.perf_counter()
-                execute(con.cursor(), q, bound)
+                run_bound(con.cursor(), q, bound)
                 times.append((time.perf_counter() - t) * 1000)
             out[q.name] = (float(np.percentile(times, 95)), rows)
     finally:

@@ -4,6 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
+from polytrace import store
 from polytrace.ingest.columns import from_list
 
 COLUMNS = ("rank", "step", "include_last_step", "kernel_time_us", "busy_us", "compute_us")
@@ -48,3 +49,17 @@ def step_time_table(rows: list[tuple]) -> pa.Table:
     cols = list(zip(*rows)) if rows else [[] for _ in COLUMNS]
     types = (pa.int32(), pa.int32(), pa.bool_(), pa.float64(), pa.float64(), pa.float64())
     return pa.table({name: from_list(list(col), t) for name, col, t in zip(COLUMNS, cols, types)})
+
+
+def fill_step_time(con, run_id: str) -> None:
+    """gpu_step_time of a run from its stored gpu_events, as the kineto parser computes it at ingest."""
+    rows = []
+    for (rank,) in con.execute("SELECT DISTINCT rank FROM gpu_events WHERE run_id = ? ORDER BY 1",
+                               [run_id]).fetchall():
+        ev = con.execute(
+            "SELECT ts_us, dur_us, category = 'compute', coalesce(step, 0), step IS NOT NULL, "
+            "hta_excluded FROM gpu_events WHERE run_id = ? AND rank = ? ORDER BY ts_us",
+            [run_id, rank]).fetchnumpy()
+        rows += step_time_rows(rank, *(np.asarray(a) for a in ev.values()))
+    with store.registered(con, "_step_time", step_time_table(rows)):
+        con.execute("INSERT INTO gpu_step_time BY NAME SELECT *, ? AS run_id FROM _step_time", [run_id])

@@ -17,10 +17,10 @@ from pathlib import Path
 import duckdb
 import pyarrow.parquet as pq
 
+from polytrace import store
 from polytrace.ingest import load
 from polytrace.ingest.contract import IngestError, Parsed
-from polytrace.ingest.formats.parquet_lake import lake_dataset, lake_tables
-from polytrace.ingest.lake import export_runs, staging_dir
+from polytrace.store.lake import export_runs, lake_dataset, lake_tables, staging_dir
 
 
 def ingest_to_lake(paths: list[Path], lake: Path, *, name: str | None = None,
@@ -37,9 +37,8 @@ def ingest_to_lake(paths: list[Path], lake: Path, *, name: str | None = None,
         raise IngestError("a Parquet lake is already a lake: ingest it into a database, "
                           "or copy its run_id=<id> partitions")
     digest = load.run_digest(files)
-    con = duckdb.connect()
+    con = store.open(":memory:")
     try:
-        load.ensure_schema(con)
         _known_runs(con, lake)
         existing = con.execute("SELECT run_id FROM runs WHERE sha256 = ?", [digest]).fetchone()
         if existing and not force:
@@ -73,9 +72,8 @@ def _known_runs(con, lake: Path) -> None:
         return
     runs = lake_dataset(runs_dir).to_table(
         columns=["run_id", "sha256"])
-    con.register("_lake_runs", runs)
-    con.execute("INSERT INTO runs (run_id, sha256) SELECT run_id, sha256 FROM _lake_runs")
-    con.unregister("_lake_runs")
+    with store.registered(con, "_lake_runs", runs):
+        con.execute("INSERT INTO runs (run_id, sha256) SELECT run_id, sha256 FROM _lake_runs")
 
 
 def _parse_in_parallel(files: list[load.InputFile], staging: Path, jobs: int | None) -> None:

@@ -5,23 +5,24 @@ import gc
 import hashlib
 from collections import Counter, deque
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from importlib import resources
 from pathlib import Path
 from typing import Callable, Iterator
 
 import duckdb
 import pyarrow as pa
 
+from polytrace import store
 from polytrace.ingest import registry, workers
-from polytrace.ingest.aggregates import FILLS, aggregates_sql, backfill, materialize
 from polytrace.ingest.columns import from_list
 from polytrace.ingest.contract import Format, IngestError, Parsed
 from polytrace.ingest.layout import run_facts
 from polytrace.ingest.run_facts import RUN_COLUMNS
 from polytrace.ingest.sources import expand, read_head, sha256_file
+from polytrace.store.aggregates import materialize
+from polytrace.store.runs import data_tables, row_counts
 
 # Parsed Arrow data held before it is inserted: bounds ingest memory on runs of any size.
 FLUSH_BYTES = 256 * 1024**2
@@ -55,16 +56,6 @@ class InputFile:
     parsed: Parsed | None = None
     started: datetime | None = None
     rows: int = 0
-
-
-def schema_sql() -> str:
-    return resources.files("polytrace.ingest").joinpath("schema.sql").read_text()
-
-
-def ensure_schema(con: duckdb.DuckDBPyConnection) -> None:
-    con.execute(schema_sql())
-    con.execute(aggregates_sql())
-    backfill(con)
 
 
 def _now() -> datetime:
@@ -241,8 +232,7 @@ def write_run(con, run_id: str, digest: str, files: list[InputFile], name: str,
               progress: Progress | None = None, overrides: dict | None = None) -> IngestResult:
     """Store the files as the new run `run_id` in one transaction, parsing those not parsed yet."""
     fmt_name = "+".join(sorted({f.format.name for f in files}))
-    con.execute("BEGIN TRANSACTION")
-    try:
+    with store.transaction(con):
         con.execute("INSERT INTO runs (run_id, name, format, sha256, created_at) VALUES (?, ?, ?, ?, ?)",
                     [run_id, name, fmt_name, digest, _now()])
         filters = _stream(con, run_id, files, progress)
@@ -254,10 +244,6 @@ def write_run(con, run_id: str, digest: str, files: list[InputFile], name: str,
         _log_many(con, [(f, run_id, "ok", "; ".join(f.parsed.warnings) or None, f.rows,
                          f.started or _now()) for f in files])
         materialize(con, run_id)
-        con.execute("COMMIT")
-    except BaseException:
-        con.execute("ROLLBACK")
-        raise
     warnings = [w for f in files for w in f.parsed.warnings]
     return IngestResult(run_id, fmt_name, row_counts(con, run_id), warnings=warnings)
 
@@ -358,11 +344,9 @@ def _insert(con, table: str, run_id: str, data: pa.Table) -> None:
         return
     # A stream, not the table: DuckDB keeps a registered table's buffers alive until the
     # transaction ends (the whole run, in memory); a stream's batches are copied as read.
-    con.register("_incoming", pa.RecordBatchReader.from_batches(data.schema, data.to_batches()))
-    try:
+    stream = pa.RecordBatchReader.from_batches(data.schema, data.to_batches())
+    with store.registered(con, "_incoming", stream):
         con.execute(f'INSERT INTO "{table}" BY NAME SELECT *, ? AS run_id FROM _incoming', [run_id])
-    finally:
-        con.unregister("_incoming")
 
 
 def _restore(con, files: list[InputFile], name: str | None) -> IngestResult:
@@ -408,11 +392,10 @@ def _restorable(con, f: InputFile) -> list[str]:
 def _insert_runs(con, tables: dict, run_ids: list[str], f: InputFile, note: str | None) -> None:
     """These runs' rows of every table, their aggregates and a log row, in one transaction."""
     views = {table: f"_lake_{i}" for i, table in enumerate(tables)}
-    for table, view in views.items():
-        con.register(view, tables[table])
-    try:
-        con.execute("BEGIN TRANSACTION")
-        try:
+    with ExitStack() as stack:
+        for table, view in views.items():
+            stack.enter_context(store.registered(con, view, tables[table]))
+        with store.transaction(con):
             for table, view in views.items():
                 con.execute(f'INSERT INTO "{table}" BY NAME SELECT * FROM {view} '
                             "WHERE run_id IN (SELECT unnest($run_ids))", {"run_ids": run_ids})
@@ -420,13 +403,6 @@ def _insert_runs(con, tables: dict, run_ids: list[str], f: InputFile, note: str 
                 materialize(con, run_id)
                 rows = sum(row_counts(con, run_id).values())
                 _log_many(con, [(f, run_id, "ok", note, rows, f.started or _now())])
-            con.execute("COMMIT")
-        except BaseException:
-            con.execute("ROLLBACK")
-            raise
-    finally:
-        for view in views.values():
-            con.unregister(view)
 
 
 def _apply_filter(con, run_id: str, data: pa.Table) -> None:
@@ -444,14 +420,11 @@ def _apply_filter(con, run_id: str, data: pa.Table) -> None:
         if want[step] != have[step]:
             raise IngestError(f"filter indices give step {step} prompt_count {want[step]} but its "
                               f"packed lengths hold {have[step]} prompts")
-    con.register("_filter", data)
-    try:
+    with store.registered(con, "_filter", data):
         con.execute(
             "UPDATE samples SET kept = f.kept, used = f.used FROM _filter f "
             "WHERE samples.run_id = ? AND samples.step = f.step AND samples.prompt_id = f.prompt_id",
             [run_id])
-    finally:
-        con.unregister("_filter")
 
 
 def _log_many(con, entries: list[tuple]) -> None:
@@ -469,11 +442,8 @@ def _log_many(con, entries: list[tuple]) -> None:
         "started_at": from_list([e[5] for e in entries], pa.timestamp("us")),
         "finished_at": from_list([finished] * len(entries), pa.timestamp("us")),
     }
-    con.register("_ingest_log", pa.table(cols))
-    try:
+    with store.registered(con, "_ingest_log", pa.table(cols)):
         con.execute(f"INSERT INTO ingests ({', '.join(cols)}) SELECT * FROM _ingest_log")
-    finally:
-        con.unregister("_ingest_log")
 
 
 def _log_failure(con, files: list[InputFile], reason: str, started: datetime) -> None:
@@ -483,50 +453,3 @@ def _log_failure(con, files: list[InputFile], reason: str, started: datetime) ->
         pass
     _log_many(con, [(f, None, "failed", reason, 0, started)
                     for f in files or [InputFile(Path("?"), "", 0)]])
-
-
-def row_counts(con, run_id: str) -> dict[str, int]:
-    """Rows per canonical table; the derived aggregate tables are not input rows."""
-    counts = {}
-    for table in (t for t in data_tables(con) if t not in FILLS):
-        # fetchall, not fetchone: DuckDB 2.0 refuses register() while a result is unfinished
-        n = con.execute(f'SELECT count(*) FROM "{table}" WHERE run_id = ?', [run_id]).fetchall()[0][0]
-        if n:
-            counts[table] = n
-    return counts
-
-
-def data_tables(con) -> list[str]:
-    """Every table that holds per-run data (has a run_id column), except runs and ingests."""
-    rows = con.execute(
-        "SELECT table_name FROM duckdb_columns() WHERE column_name = 'run_id' "
-        "AND database_name = current_database() AND schema_name = 'main' "
-        "AND table_name NOT IN ('runs', 'ingests') "
-        "AND table_name IN (SELECT table_name FROM duckdb_tables()) ORDER BY table_name").fetchall()
-    return [r[0] for r in rows]
-
-
-def delete_run(con, run_id: str) -> bool:
-    """Remove a run and all its rows in one transaction; False if it did not exist."""
-    con.execute("BEGIN TRANSACTION")
-    try:
-        found = con.execute("SELECT 1 FROM runs WHERE run_id = ?", [run_id]).fetchone()
-        if found:
-            for table in data_tables(con):
-                con.execute(f'DELETE FROM "{table}" WHERE run_id = ?', [run_id])
-            con.execute("DELETE FROM runs WHERE run_id = ?", [run_id])
-        con.execute("COMMIT")
-    except BaseException:
-        con.execute("ROLLBACK")
-        raise
-    return bool(found)
-
-
-def open_db(path: str | Path) -> duckdb.DuckDBPyConnection:
-    """Open (creating if needed) a PolyTrace database file with the canonical schema."""
-    try:
-        con = duckdb.connect(str(path))
-    except duckdb.Error as e:
-        raise IngestError(f"cannot open database {path}: {str(e).splitlines()[0]}") from None
-    ensure_schema(con)
-    return con

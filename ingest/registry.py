@@ -4,12 +4,19 @@ from __future__ import annotations
 from pathlib import Path
 
 from polytrace.ingest.contract import Format, IngestError
-from polytrace.ingest.formats import polytrace_packed
-from polytrace.ingest.formats import polytrace_2025, polytrace_filter, polytrace_multiturn
-from polytrace.ingest.formats import polytrace_reward_timings, samples_table
-from polytrace.ingest.formats import parquet_lake
-from polytrace.ingest.formats import verl_console, verl_jsonl, wandb_csv
-from polytrace.ingest.formats import kineto
+from polytrace.ingest.formats import (
+    kineto,
+    parquet_lake,
+    polytrace_2025,
+    polytrace_filter,
+    polytrace_multiturn,
+    polytrace_packed,
+    polytrace_reward_timings,
+    samples_table,
+    verl_console,
+    verl_jsonl,
+    wandb_csv,
+)
 from polytrace.ingest.sources import read_head
 
 FORMATS: list[Format] = [

@@ -4,21 +4,20 @@ from __future__ import annotations
 import gzip
 import hashlib
 import io
-import os
 import zlib
 from pathlib import Path
 from typing import BinaryIO, Iterator
 
+from polytrace import settings
 from polytrace.ingest.contract import IngestError
 
 GZIP_MAGIC = b"\x1f\x8b"
-DEFAULT_MAX_INFLATE = 8 * 1024**3
 HEAD_BYTES = 64 * 1024
 
 
 def max_inflate_bytes() -> int:
     """Largest decompressed size accepted from one gzip file (POLYTRACE_MAX_INFLATE_BYTES)."""
-    return int(os.environ.get("POLYTRACE_MAX_INFLATE_BYTES", DEFAULT_MAX_INFLATE))
+    return int(settings.get().max_inflate_bytes)
 
 
 class _LimitedReader(io.RawIOBase):

@@ -11,6 +11,7 @@ import os
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 
+from polytrace import settings
 from polytrace.ingest.contract import IngestError
 
 
@@ -19,12 +20,7 @@ def jobs() -> int:
     cannot start workers of its own."""
     if multiprocessing.current_process().daemon:
         return 1
-    setting = os.environ.get("POLYTRACE_PARSE_JOBS", "").strip()
-    try:
-        wanted = int(setting) if setting else os.cpu_count() or 1
-    except ValueError:
-        raise IngestError(f"POLYTRACE_PARSE_JOBS must be a whole number, not {setting!r}") from None
-    return max(1, wanted)
+    return settings.get().parse_jobs or os.cpu_count() or 1
 
 
 def pool(n: int) -> ProcessPoolExecutor:

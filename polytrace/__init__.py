@@ -1,25 +1,25 @@
 """PolyTrace's Python face: `connect()` runs catalog queries from a notebook and returns polars DataFrames."""
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
-DEFAULT_DB = "polytrace.duckdb"
-
 
 def default_db() -> str:
-    return os.environ.get("POLYTRACE_DB", DEFAULT_DB)
+    """$POLYTRACE_DB, else ./polytrace.duckdb."""
+    from polytrace import settings
+
+    return settings.get().db
 
 
 class Client:
-    """A PolyTrace database opened for analysis."""
+    """A PolyTrace database opened for analysis (and ingest)."""
 
     def __init__(self, db: str | Path):
-        from polytrace.ingest.load import open_db
+        from polytrace import store
 
         self.db = str(db)
-        self.con = open_db(self.db)
+        self.con = store.open(self.db, "w")
 
     def ingest(self, *paths: str | Path, name: str | None = None, format: str | None = None,
                force: bool = False) -> str:
@@ -29,12 +29,19 @@ class Client:
                             force=force).run_id
 
     def query(self, name: str, **params: Any):
-        """Run catalog query `name` with its parameters; returns a polars DataFrame."""
-        import polars as pl
-        from polytrace.queries.catalog import bind, get_query
+        """Run catalog query `name` with its parameters; returns a polars DataFrame.
 
-        q = get_query(name)
-        return pl.from_arrow(self.con.execute(q.sql, bind(q, params)).to_arrow_table())
+        The same runner, time limit and row cap as the CLI and the REST API
+        (POLYTRACE_QUERY_TIMEOUT_MS, POLYTRACE_ROW_CAP)."""
+        from polytrace import settings
+        from polytrace.queries import render
+        from polytrace.queries.catalog import get_query
+        from polytrace.queries.runner import Limits, run
+
+        s = settings.get()
+        answer = run(self.con, get_query(name), params,
+                     Limits(timeout_ms=s.query_timeout_ms, row_cap=s.row_cap))
+        return render.polars(answer)
 
     def runs(self):
         return self.query("runs")

@@ -2,15 +2,13 @@
 from __future__ import annotations
 
 import argparse
-import csv
 import json
-import math
 import os
 import sys
 from pathlib import Path
 
+from polytrace import default_db, store
 from polytrace.ingest.run_facts import GIVEN_RUN_FACTS
-from polytrace import default_db
 
 
 class CliError(Exception):
@@ -33,11 +31,11 @@ def _progress_bar():
 
 
 def cmd_ingest(args) -> int:
-    from polytrace.ingest.load import ingest_paths, open_db
+    from polytrace.ingest.load import ingest_paths
 
     if args.lake:
         return _ingest_to_lake(args)
-    con = open_db(args.db)
+    con = store.open(args.db)
     bar, update = _progress_bar()
     try:
         if bar:
@@ -98,56 +96,65 @@ def parse_params(pairs: list[str]) -> dict[str, str]:
     return params
 
 
-def _jsonable(value):
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if hasattr(value, "isoformat"):
-        return value.isoformat()
-    return value
+def print_answer(answer, output: str) -> None:
+    """A query Answer on stdout as a table, JSON records or CSV; a cut at the row cap on stderr."""
+    from polytrace.queries import render
+
+    if output == "json":
+        print(json.dumps(render.records(answer)))
+    elif output == "csv":
+        sys.stdout.write(render.csv_text(answer))
+    else:
+        from rich.console import Console
+
+        Console(width=max(100, 14 * len(answer.columns))).print(render.terminal_table(answer))
+    if answer.truncated:
+        print(f"truncated at {answer.table.num_rows:,} rows (raise POLYTRACE_ROW_CAP)", file=sys.stderr)
 
 
 def print_result(columns: list[str], rows: list[tuple], output: str) -> None:
-    if output == "json":
-        print(json.dumps([{c: _jsonable(v) for c, v in zip(columns, r)} for r in rows]))
-    elif output == "csv":
-        w = csv.writer(sys.stdout, lineterminator="\n")
-        w.writerow(columns)
-        w.writerows(rows)
-    else:
-        from rich.console import Console
-        from rich.table import Table
+    """Rows that are not a catalog query's (simulate, synth) rendered like one."""
+    import pyarrow as pa
 
-        table = Table(*columns)
-        for r in rows:
-            table.add_row(*("" if v is None else f"{v:.4g}" if isinstance(v, float) else str(v)
-                            for v in r))
-        Console(width=max(100, 14 * len(columns))).print(table)
+    from polytrace.queries.runner import Answer
+
+    table = pa.Table.from_pylist([dict(zip(columns, r)) for r in rows]) if rows else \
+        pa.table({c: pa.array([], pa.null()) for c in columns})
+    print_answer(Answer(table.select(columns), False), output)
+
+
+def _limits():
+    from polytrace import settings
+    from polytrace.queries.runner import Limits
+
+    s = settings.get()
+    return Limits(timeout_ms=s.query_timeout_ms, row_cap=s.row_cap)
 
 
 def cmd_query(args) -> int:
-    from polytrace.ingest.load import open_db
-    from polytrace.queries.catalog import bind, execute, get_query, load_catalog
+    from polytrace.queries.catalog import get_query, load_catalog
+    from polytrace.queries.runner import run
 
     try:
         query = get_query(args.name)
     except KeyError:
         raise CliError(f"unknown query {args.name!r}; known: {', '.join(load_catalog())}") from None
-    bound = bind(query, parse_params(args.param))
+    params = parse_params(args.param)
     if args.engine == "spark":
-        result = _query_spark(args, query, bound)
-    else:
-        from polytrace.queries.lake import open_lake
+        print_answer(run(_spark_engine(args), query, params, _limits()), args.output)
+        return 0
+    from polytrace.store.lake import open_lake
 
-        con = open_lake(args.lake) if args.lake else open_db(args.db)
-        try:
-            result = execute(con, query, bound)
-        finally:
-            con.close()
-    print_result(result.columns, result.rows, args.output)
+    con = open_lake(args.lake) if args.lake else store.open(args.db, "r")
+    try:
+        answer = run(con, query, params, _limits())
+    finally:
+        con.close()
+    print_answer(answer, args.output)
     return 0
 
 
-def _query_spark(args, query, bound):
+def _spark_engine(args):
     if not args.lake:
         raise CliError("--engine spark reads a Parquet lake: add --lake DIR "
                        "(write one with `polytrace export`)")
@@ -160,14 +167,13 @@ def _query_spark(args, query, bound):
     except spark.SparkUnavailable as e:
         raise CliError(str(e)) from None
     spark.register_lake(session, args.lake)
-    return spark.execute(session, query, bound)
+    return spark.Spark(session)
 
 
 def cmd_export(args) -> int:
-    from polytrace.ingest.lake import export_runs
-    from polytrace.ingest.load import open_db
-
-    con = open_db(args.db)
+    from polytrace.store.lake import export_runs
+    
+    con = store.open(args.db, "r")
     try:
         rows = export_runs(con, args.run_ids, Path(args.out))
     finally:
@@ -179,50 +185,40 @@ def cmd_export(args) -> int:
 
 
 def cmd_fidelity(args) -> int:
-    from polytrace.ingest.load import open_db
-    from polytrace.queries.catalog import bind, execute, get_query
+    from polytrace.queries.catalog import get_query
+    from polytrace.queries.runner import run
+    from polytrace.store.runs import exists
 
-    query = get_query("fidelity")
-    con = open_db(args.db)
+    con = store.open(args.db, "r")
     try:
         for run_id in (args.bench_run, args.formal_run):
-            if not con.execute("SELECT 1 FROM runs WHERE run_id = ?", [run_id]).fetchone():
+            if not exists(con, run_id):
                 raise CliError(f"no run {run_id!r} in {args.db}")
-        result = execute(con, query, bind(query, {
-            "bench_run": args.bench_run, "formal_run": args.formal_run, "align": args.by}))
+        answer = run(con, get_query("fidelity"), {
+            "bench_run": args.bench_run, "formal_run": args.formal_run, "align": args.by}, _limits())
     finally:
         con.close()
-    if not result.rows:
+    if not answer.rows:
         raise CliError(f"runs {args.bench_run} and {args.formal_run} share no step with stage "
                        f"timings (aligned by {args.by})")
-    print_result(result.columns, result.rows, args.output)
-    accuracy = result.rows[0][result.columns.index("accuracy")]
-    steps = len({r[result.columns.index("bench_step")] for r in result.rows})
+    print_answer(answer, args.output)
+    accuracy = answer.rows[0][answer.columns.index("accuracy")]
+    steps = len({r[answer.columns.index("bench_step")] for r in answer.rows})
     shown = "n/a" if accuracy is None else f"{accuracy:.2f}%"
-    print(f"accuracy {shown} over {steps} step(s), {len(result.rows)} stage pair(s), "
+    print(f"accuracy {shown} over {steps} step(s), {len(answer.rows)} stage pair(s), "
           f"aligned by {args.by}", file=sys.stderr)
     return 0
 
 
 def cmd_serve(args) -> int:
-    import duckdb
-    import pydantic
     import uvicorn
 
+    from polytrace import settings as polytrace_settings
     from polytrace.server.app import create_app
-    from polytrace.server.settings import Settings
 
     overrides = {k: v for k, v in (("host", args.host), ("port", args.port)) if v is not None}
-    try:
-        settings = Settings(db=args.db, lake=getattr(args, "lake", None), **overrides)
-    except pydantic.ValidationError as e:
-        first = e.errors()[0]
-        raise CliError(f"setting POLYTRACE_{str(first['loc'][0]).upper()}: {first['msg']}") from None
-    try:
-        app = create_app(settings)
-    except duckdb.Error as e:
-        raise CliError(f"cannot open database {settings.lake or args.db}: "
-                       f"{str(e).splitlines()[0]}") from None
+    settings = polytrace_settings.load(db=args.db, lake=getattr(args, "lake", None), **overrides)
+    app = create_app(settings)
     warning = settings.exposure_warning()
     if warning:
         print(warning, file=sys.stderr)
@@ -252,9 +248,8 @@ def cmd_synth(args) -> int:
 
     out = Path(args.out)
     if args.source_run:
-        from polytrace.ingest.load import open_db
-
-        con = open_db(args.db)
+        
+        con = store.open(args.db, "r")
         try:
             report = synth.write_from_run(con, args.source_run, out, args.seed)
         finally:
@@ -277,7 +272,6 @@ def cmd_synth(args) -> int:
 def cmd_simulate(args) -> int:
     import dataclasses
 
-    from polytrace.ingest.load import open_db
     from polytrace.workload import costmodel, simulate, whatif
 
     if (args.iterations or args.requests) and not args.compare:
@@ -286,7 +280,7 @@ def cmd_simulate(args) -> int:
     if args.engine_speed == "uniform":
         model = dataclasses.replace(model, speed={})
     policies = args.policy or list(whatif.DEFAULT_POLICIES)
-    con = open_db(args.db)
+    con = store.open(args.db)
     try:
         rows = simulate.simulate(simulate.load_steps(con, args.run_id), model, policies, args.engines)
         if args.store:
@@ -394,6 +388,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--port", type=int, help="port (default: $POLYTRACE_PORT or 8000)")
     p.set_defaults(func=cmd_serve)
 
+    p = sub.add_parser("migrate", help="bring a database written by an older PolyTrace up to date "
+                       "(schema and per-step aggregates)")
+    db_option(p)
+    p.set_defaults(func=cmd_migrate)
+
     p = sub.add_parser("demo", help="synthesize realistic runs into a fresh database and serve them")
     p.add_argument("--db", help="database file to create (default: a new temp file; "
                    "an existing file is replaced only if it holds nothing but demo runs)")
@@ -441,15 +440,25 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def cmd_migrate(args) -> int:
+    con = store.open(args.db, "w")  # the writer brings the schema and aggregates up to date
+    con.close()
+    print(f"{args.db} is current", file=sys.stderr)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     from polytrace.ingest.contract import IngestError
-    from polytrace.queries.catalog import ParamError
+    from polytrace.queries.catalog import CatalogError, ParamError
+    from polytrace.queries.runner import QueryError
+    from polytrace.settings import SettingsError
     from polytrace.workload import WorkloadError
 
-    args = build_parser().parse_args(argv)
     try:
+        args = build_parser().parse_args(argv)
         return args.func(args)
-    except (IngestError, ParamError, CliError, WorkloadError) as e:
+    except (IngestError, ParamError, CliError, WorkloadError, store.StoreError, QueryError,
+            SettingsError, CatalogError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

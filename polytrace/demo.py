@@ -6,7 +6,8 @@ from pathlib import Path
 
 import duckdb
 
-from polytrace.ingest.load import ingest_paths, open_db
+from polytrace import store
+from polytrace.ingest.load import ingest_paths
 
 # Every demo run's name starts with this; a database holding only such runs may be rebuilt.
 DEMO_PREFIX = "demo: "
@@ -53,7 +54,7 @@ def build(db: Path, seed: int = 0) -> list[str]:
     """Write the synthetic traces to a temp dir and ingest them; returns the run ids."""
     from polytrace.workload import demo as synthetic
 
-    con = open_db(db)
+    con = store.open(db)
     run_ids = []
     try:
         with tempfile.TemporaryDirectory(prefix="polytrace-demo-traces-") as tmp:

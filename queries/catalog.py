@@ -1,7 +1,6 @@
 """Reads queries/*.sql and their header contracts; binds parameters and runs a query."""
 from __future__ import annotations
 
-import os
 import re
 import shlex
 from dataclasses import dataclass, field
@@ -10,8 +9,14 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from polytrace import settings
+
 LIST_KEYS = {"y", "hover", "shade"}
 PARAM_USE = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)")
+
+
+class CatalogError(Exception):
+    """A catalog file that breaks the header contract; one line naming the file."""
 
 
 class ParamError(ValueError):
@@ -109,7 +114,7 @@ def parse_query(name: str, text: str) -> Query:
             description.append(content)
     sql = "\n".join(lines[body_start:]).strip().rstrip(";")
     if meta.get("name", name) != name:
-        raise ValueError(f"queries/{name}.sql declares name {meta['name']!r}")
+        raise CatalogError(f"queries/{name}.sql declares name {meta['name']!r}")
     return Query(
         name=name,
         title=meta.get("title", name.replace("_", " ").capitalize()),
@@ -130,7 +135,8 @@ def _strip_sql_comments(sql: str) -> str:
 def load_catalog() -> dict[str, Query]:
     """The bundled queries, plus any .sql files in $POLYTRACE_EXTRA_QUERIES (a site's own
     queries in the same format; tests use it for a deliberately slow query)."""
-    return _load_catalog(os.environ.get("POLYTRACE_EXTRA_QUERIES") or None)
+    extra = settings.get().extra_queries
+    return _load_catalog(str(extra) if extra else None)
 
 
 @lru_cache(maxsize=4)
@@ -190,20 +196,3 @@ def bind(query: Query, values: dict[str, Any]) -> dict[str, Any]:
             raw = None if p.default.upper() == "NULL" else p.default
         bound[p.name] = _coerce(p, raw)
     return {k: v for k, v in bound.items() if k in query.used_params}
-
-
-@dataclass
-class Result:
-    columns: list[str]
-    rows: list[tuple]
-    truncated: bool
-
-
-def execute(cursor, query: Query, bound: dict[str, Any], row_cap: int | None = None) -> Result:
-    """Run a bound query on a DuckDB cursor; cap the rows and say whether it cut any."""
-    res = cursor.execute(query.sql, bound)
-    columns = [d[0] for d in res.description]
-    if row_cap is None:
-        return Result(columns, res.fetchall(), False)
-    rows = res.fetchmany(row_cap + 1)
-    return Result(columns, rows[:row_cap], len(rows) > row_cap)

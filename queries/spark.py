@@ -6,11 +6,11 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from polytrace.ingest.contract import IngestError
-from polytrace.ingest.formats.parquet_lake import is_lake, lake_tables
-from polytrace.queries.catalog import Query, Result
-from polytrace.queries.lake import canonical_schema
+import pyarrow as pa
+
 from polytrace.queries.translate import to_spark, view_body
+from polytrace.store.errors import StoreError
+from polytrace.store.lake import canonical_schema, is_lake, lake_tables
 
 # ANSI on: Spark raises on overflow and bad casts instead of returning NULL, as DuckDB does.
 # Partition type inference off: run_id=0001 names a run, it is not the integer 1.
@@ -72,7 +72,7 @@ def register_lake(spark, root: str | Path) -> None:
     at the same place (a shared file system)."""
     root = Path(root)
     if not is_lake(root):
-        raise IngestError(f"{root} is not a Parquet lake (no table=<name> directory)")
+        raise StoreError(f"{root} is not a Parquet lake (no table=<name> directory)")
     tables, views = canonical_schema()
     present = lake_tables(root)
     for table, columns in tables.items():
@@ -90,7 +90,21 @@ def register_lake(spark, root: str | Path) -> None:
         spark.sql(f"CREATE OR REPLACE TEMPORARY VIEW `{name}` AS {to_spark(view_body(sql))}")
 
 
-def execute(spark, query: Query, bound: dict[str, Any]) -> Result:
-    """Run a bound catalog query on Spark; the parameters stay bound (named markers)."""
-    frame = spark.sql(to_spark(query.sql), args=bound)
-    return Result(list(frame.columns), [tuple(r) for r in frame.collect()], False)
+class Spark:
+    """The query runner's engine on Spark: catalog SQL translated, parameters bound as named
+    markers, the answer as Arrow."""
+
+    def __init__(self, spark):
+        self.spark = spark
+
+    def arrow(self, sql: str, bound: dict[str, Any], row_cap: int | None) -> tuple[pa.Table, bool]:
+        frame = self.spark.sql(to_spark(sql), args=bound)
+        if row_cap is not None:
+            frame = frame.limit(row_cap + 1)
+        table = frame.toArrow()
+        if row_cap is None or table.num_rows <= row_cap:
+            return table, False
+        return table.slice(0, row_cap), True
+
+    def interrupt(self) -> None:
+        self.spark.interruptAll()

@@ -9,17 +9,18 @@ from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.staticfiles import StaticFiles
 from swagger_ui_bundle import swagger_ui_path
 
+from polytrace import settings as polytrace_settings
 from polytrace.server import errors
 from polytrace.server.db import Database
 from polytrace.server.responses import Json
 from polytrace.server.routers import api, pages
-from polytrace.server.settings import Settings, get_settings
+from polytrace.settings import Settings
 
 VERSION = "0.1.0"
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
-    settings = settings or get_settings()
+    settings = settings or polytrace_settings.get()
     db = Database(settings.db, cache_rows=settings.result_cache_rows, lake=settings.lake)
 
     @asynccontextmanager

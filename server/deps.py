@@ -9,7 +9,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from polytrace.server.db import Database
 from polytrace.server.errors import ApiError
-from polytrace.server.settings import Settings
+from polytrace.settings import Settings
 
 _bearer = HTTPBearer(auto_error=False, scheme_name="token",
                      description="POLYTRACE_TOKEN; POST and DELETE need it when it is set.")

@@ -1,18 +1,14 @@
-"""Renderings of a query result: JSON (non-finite floats as null), CSV and Parquet."""
+"""HTTP responses for a query Answer: JSON (non-finite floats as null), CSV and Parquet."""
 from __future__ import annotations
 
-import csv
-import io
-import math
 from typing import Any
 
 import msgspec
-import pyarrow as pa
-import pyarrow.parquet as pq
 from fastapi.responses import JSONResponse
 from starlette.responses import Response
 
-from polytrace.queries.catalog import Result
+from polytrace.queries import render
+from polytrace.queries.runner import Answer
 
 FORMATS = ("json", "csv", "parquet")
 MEDIA_TYPES = {
@@ -54,28 +50,11 @@ def _truncated_header(truncated: bool) -> dict[str, str]:
     return {"X-PolyTrace-Truncated": "true" if truncated else "false"}
 
 
-def json_result(result: Result) -> Response:
-    return Json({"ok": True, "columns": result.columns, "rows": result.rows,
-                 "truncated": result.truncated})
+def csv_result(answer: Answer, name: str) -> Response:
+    return Response(render.csv_text(answer), media_type=MEDIA_TYPES["csv"],
+                    headers={**_disposition(name, "csv"), **_truncated_header(answer.truncated)})
 
 
-def _csv_value(v: Any) -> Any:
-    if isinstance(v, float) and not math.isfinite(v):
-        return None
-    return v
-
-
-def csv_result(result: Result, name: str) -> Response:
-    out = io.StringIO()
-    writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(result.columns)
-    writer.writerows([_csv_value(v) for v in row] for row in result.rows)
-    return Response(out.getvalue(), media_type=MEDIA_TYPES["csv"],
-                    headers={**_disposition(name, "csv"), **_truncated_header(result.truncated)})
-
-
-def parquet_result(table: pa.Table, truncated: bool, name: str) -> Response:
-    sink = io.BytesIO()
-    pq.write_table(table, sink)
-    return Response(sink.getvalue(), media_type=MEDIA_TYPES["parquet"],
-                    headers={**_disposition(name, "parquet"), **_truncated_header(truncated)})
+def parquet_result(answer: Answer, name: str) -> Response:
+    return Response(render.parquet_bytes(answer), media_type=MEDIA_TYPES["parquet"],
+                    headers={**_disposition(name, "parquet"), **_truncated_header(answer.truncated)})

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from polytrace import store
+
 ROOT = Path(__file__).resolve().parent.parent
 SHARED_DATA = ROOT.parent / "shared" / "data"
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
@@ -27,9 +29,7 @@ def db_path(tmp_path) -> Path:
 
 @pytest.fixture
 def con(db_path):
-    from polytrace.ingest.load import open_db
-
-    c = open_db(db_path)
+    c = store.open(db_path)
     yield c
     c.close()
 
@@ -72,7 +72,7 @@ class LiveServer:
 @pytest.fixture
 def make_server(tmp_path):
     """Start a live server; keyword arguments override Settings fields."""
-    from polytrace.server.settings import Settings
+    from polytrace.settings import Settings
 
     servers = []
 

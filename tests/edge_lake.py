@@ -8,17 +8,14 @@ verl metrics cover.
 """
 from __future__ import annotations
 
-import math
-from decimal import Decimal
 from pathlib import Path
 
 import duckdb
-import numpy as np
 
-from polytrace.ingest.aggregates import materialize
-from polytrace.ingest.gpu_time import step_time_rows, step_time_table
-from polytrace.ingest.lake import export_runs
-from polytrace.ingest.load import ensure_schema
+from polytrace.ingest.gpu_time import fill_step_time
+from polytrace.store.aggregates import materialize
+from polytrace.store.lake import export_runs
+from polytrace.store.migrate import ensure as ensure_schema
 
 RUNS = ("0001", "run.b")
 
@@ -130,24 +127,9 @@ def build_database() -> duckdb.DuckDBPyConnection:
     ensure_schema(con)
     con.execute(ROWS)
     for run_id in RUNS:
-        fill_gpu_step_time(con, run_id)
+        fill_step_time(con, run_id)
         materialize(con, run_id)
     return con
-
-
-def fill_gpu_step_time(con: duckdb.DuckDBPyConnection, run_id: str) -> None:
-    """gpu_step_time as the kineto parser computes it at ingest, from the events above."""
-    rows = []
-    for (rank,) in con.execute("SELECT DISTINCT rank FROM gpu_events WHERE run_id = ? ORDER BY 1",
-                               [run_id]).fetchall():
-        ev = con.execute(
-            "SELECT ts_us, dur_us, category = 'compute', coalesce(step, 0), step IS NOT NULL, "
-            "hta_excluded FROM gpu_events WHERE run_id = ? AND rank = ? ORDER BY ts_us",
-            [run_id, rank]).fetchnumpy()
-        rows += step_time_rows(rank, *(np.asarray(a) for a in ev.values()))
-    con.register("_step_time", step_time_table(rows))
-    con.execute("INSERT INTO gpu_step_time BY NAME SELECT *, ? AS run_id FROM _step_time", [run_id])
-    con.unregister("_step_time")
 
 
 def build_lake(con: duckdb.DuckDBPyConnection, root: Path) -> Path:
@@ -181,26 +163,3 @@ def params_for(query) -> list[dict]:
     return [bind(query, s) for s in sets]
 
 
-def same_value(a, b) -> bool:
-    """Integers equal, floats equal to 1e-9 (NaN equals NaN), everything else equal."""
-    if isinstance(a, Decimal) and a == a.to_integral_value():
-        a = int(a)
-    if isinstance(b, Decimal) and b == b.to_integral_value():
-        b = int(b)
-    if isinstance(a, float) or isinstance(b, float):
-        if a is None or b is None:
-            return a is b
-        if math.isnan(a) or math.isnan(b):
-            return math.isnan(a) and math.isnan(b)
-        return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-9)
-    if isinstance(a, bool) or isinstance(b, bool):
-        return type(a) is type(b) and a == b
-    return a == b
-
-
-def row_differences(expected: list[tuple], actual: list[tuple]) -> list[str]:
-    """What differs between two results, row by row in order; empty when they agree."""
-    if len(expected) != len(actual):
-        return [f"{len(actual)} rows != {len(expected)}"]
-    return [f"row {i}: {tuple(b)} != {tuple(a)}" for i, (a, b) in enumerate(zip(expected, actual))
-            if len(a) != len(b) or not all(same_value(x, y) for x, y in zip(a, b))]

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import duckdb
 
-from polytrace.ingest.aggregates import materialize
-from polytrace.ingest.load import ensure_schema
+from polytrace.store.aggregates import materialize
+from polytrace.store.migrate import ensure as ensure_schema
 
 HERE = Path(__file__).resolve().parent
 CASES = HERE / "fixtures" / "golden"

@@ -3,9 +3,12 @@ from __future__ import annotations
 
 import pytest
 
-from polytrace.ingest.aggregates import FILLS, materialize
+from polytrace import store
 from polytrace.ingest.contract import IngestError
-from polytrace.ingest.load import data_tables, delete_run, ingest_paths
+from polytrace.ingest.load import ingest_paths
+from polytrace.store.aggregates import materialize
+from polytrace.store.aggregates import names as aggregate_names
+from polytrace.store.runs import data_tables, delete_run
 
 PACKED = (
     '{"step": 0, "rank": 0, "dp_rank": 0, "tp_rank": 0, "input": 10, "output": [1, 3], "n_sampling": 2}\n'
@@ -15,7 +18,7 @@ PACKED = (
 
 
 def aggregate_rows(con) -> dict[str, int]:
-    return {t: con.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in FILLS}
+    return {t: con.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in aggregate_names()}
 
 
 @pytest.fixture
@@ -47,14 +50,14 @@ def test_result_rows_count_input_tables_only(con, packed):
 
 
 def test_aggregate_tables_belong_to_the_run(con, packed):
-    assert set(FILLS) <= set(data_tables(con))
+    assert set(aggregate_names()) <= set(data_tables(con))
     run_id = ingest_paths(con, [packed]).run_id
     assert aggregate_rows(con) == {"step_lengths": 2, "step_rank_lengths": 3,
                                    "step_length_bins": 5, "step_turns": 0, "run_ranks": 1}
     # ranks 0 and 4: stride 4 (= tp), so the job spans ranks 0..7 -> 8 GPUs
     assert con.execute("SELECT ranks, gpus_from_ranks FROM run_ranks").fetchone() == (2, 8)
     assert delete_run(con, run_id)
-    assert aggregate_rows(con) == dict.fromkeys(FILLS, 0)
+    assert aggregate_rows(con) == dict.fromkeys(aggregate_names(), 0)
 
 
 def test_failed_ingest_leaves_no_aggregates(con, packed, tmp_path):
@@ -70,23 +73,56 @@ def test_failed_ingest_leaves_no_aggregates(con, packed, tmp_path):
 
 def test_materialize_again_is_idempotent(con, packed):
     run_id = ingest_paths(con, [packed]).run_id
-    snapshot = {t: con.execute(f"SELECT * FROM {t} ORDER BY ALL").fetchall() for t in FILLS}
+    snapshot = {t: con.execute(f"SELECT * FROM {t} ORDER BY ALL").fetchall() for t in aggregate_names()}
     materialize(con, run_id)
-    assert {t: con.execute(f"SELECT * FROM {t} ORDER BY ALL").fetchall() for t in FILLS} == snapshot
+    assert {t: con.execute(f"SELECT * FROM {t} ORDER BY ALL").fetchall() for t in aggregate_names()} == snapshot
 
 
-def test_opening_a_database_backfills_runs_without_aggregates(db_path, packed):
-    from polytrace.ingest.load import open_db
-
-    con = open_db(db_path)
+def test_a_writer_upgrades_a_database_written_before_the_schema_version(db_path, packed):
+    con = store.open(db_path)
     run_id = ingest_paths(con, [packed]).run_id
-    for table in FILLS:  # as if ingested before the aggregate tables existed
+    for table in aggregate_names():  # as an older PolyTrace left it: no version, stale aggregates
         con.execute(f"DELETE FROM {table}")
+    con.execute("DROP TABLE store_meta")
     con.close()
-    con = open_db(db_path)
+    with pytest.raises(store.StoreError, match=r"older PolyTrace \(schema 1, this one reads 2\); "
+                                               r"upgrade it with `polytrace migrate --db .*test.duckdb`"):
+        store.open(db_path, "r")
+    con = store.open(db_path, "w")
     try:
         assert aggregate_rows(con)["step_lengths"] == 2
         assert con.execute("SELECT count(*) FROM step_rank_lengths WHERE run_id = ?",
                            [run_id]).fetchone()[0] == 3
+        assert dict(con.execute("SELECT * FROM store_meta").fetchall())["schema_version"] == "2"
     finally:
         con.close()
+    store.open(db_path, "r").close()  # current now: readers open it
+
+
+def test_a_changed_aggregate_definition_recomputes_every_run(db_path, packed):
+    con = store.open(db_path)
+    ingest_paths(con, [packed])
+    con.execute("UPDATE step_lengths SET n = -1")  # what an older definition computed
+    con.execute("UPDATE store_meta SET value = 'older' WHERE key = 'aggregates'")
+    con.close()
+    con = store.open(db_path)
+    try:
+        assert con.execute("SELECT list(n ORDER BY step) FROM step_lengths").fetchone()[0] == [4, 2]
+    finally:
+        con.close()
+
+
+def test_readers_refuse_what_is_not_a_current_polytrace_database(tmp_path):
+    with pytest.raises(store.StoreError, match="no database at .*missing.duckdb"):
+        store.open(tmp_path / "missing.duckdb", "r")
+    assert not (tmp_path / "missing.duckdb").exists()  # a reader never creates one
+    import duckdb
+
+    duckdb.connect(str(tmp_path / "other.duckdb")).close()
+    with pytest.raises(store.StoreError, match=r"not a PolyTrace database \(no runs table\)"):
+        store.open(tmp_path / "other.duckdb", "r")
+    con = store.open(tmp_path / "newer.duckdb")
+    con.execute("UPDATE store_meta SET value = '99' WHERE key = 'schema_version'")
+    con.close()
+    with pytest.raises(store.StoreError, match="newer PolyTrace"):
+        store.open(tmp_path / "newer.duckdb", "w")

@@ -17,11 +17,12 @@ import httpx
 import pyarrow.parquet as pq
 import pytest
 
-from polytrace.ingest.contract import IngestError
-from polytrace.ingest.load import ingest_paths, open_db
+from polytrace import store
 from polytrace.cli import main as cli_main
+from polytrace.ingest.contract import IngestError
+from polytrace.ingest.load import ingest_paths
 from polytrace.queries.catalog import load_catalog
-from polytrace.server.settings import Settings
+from polytrace.settings import Settings
 from tests.conftest import SHARED_DATA, LiveServer
 
 # One run per kind of input, so that every query has a run it has rows for.
@@ -41,7 +42,7 @@ NO_ROWS_FROM_INGEST = {"whatif", "whatif_savings"}
 
 def _ingest_all(db) -> dict[str, str]:
     """Ingest every input whose format is registered; a format still missing skips its run."""
-    con = open_db(db)
+    con = store.open(db)
     runs = {}
     try:
         for label, paths in RUN_INPUTS.items():

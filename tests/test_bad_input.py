@@ -8,7 +8,9 @@ import sys
 
 import pytest
 
-from polytrace.ingest.load import data_tables, ingest_paths, open_db
+from polytrace import store
+from polytrace.ingest.load import ingest_paths
+from polytrace.store.runs import data_tables
 
 GOOD = (
     '{"step": 0, "rank": 0, "dp_rank": 0, "tp_rank": 0, "local_index": 0, "input": 10, "output": [1, 3], "n_sampling": 2, "validate": false}\n'
@@ -23,7 +25,7 @@ def cli(*args, env=None):
 
 
 def snapshot(db) -> dict:
-    con = open_db(db)
+    con = store.open(db)
     try:
         return {
             "counts": {t: con.execute(f'SELECT count(*) FROM "{t}"').fetchone()[0] for t in data_tables(con)},
@@ -42,7 +44,7 @@ def db(tmp_path):
     good = tmp_path / "good" / "packed_lengths_step_0.jsonl"
     good.parent.mkdir()
     good.write_text(GOOD)
-    con = open_db(path)
+    con = store.open(path)
     ingest_paths(con, [good])
     con.close()
     return path
@@ -138,7 +140,7 @@ def test_gzip_within_the_limit_is_read_transparently(db, tmp_path):
     path = gzip_of(tmp_path, GOOD.replace('"step": 0', '"step": 1').encode(), "packed_lengths_step_1.jsonl.gz")
     out = cli("ingest", str(path), "--db", str(db), env={"POLYTRACE_MAX_INFLATE_BYTES": "100000"})
     assert out.returncode == 0, out.stderr
-    con = open_db(db)
+    con = store.open(db)
     try:
         n = con.execute("SELECT count(*) FROM samples WHERE run_id = ? AND step = 1",
                         [out.stdout.splitlines()[-1]]).fetchone()[0]

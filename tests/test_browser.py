@@ -12,6 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from polytrace import store
 from tests.conftest import ROOT, free_port
 
 pytestmark = pytest.mark.browser
@@ -45,8 +46,8 @@ def browser():
 @pytest.fixture(scope="module")
 def three_runs(tmp_path_factory, browser):
     """One server for the read-only tests: the DAPO run, its second recording, and rLLM."""
+    from polytrace.settings import Settings
     from tests.conftest import SHARED_DATA, LiveServer
-    from polytrace.server.settings import Settings
 
     if not SHARED_DATA.is_dir():
         pytest.skip("../shared/data is absent")
@@ -101,9 +102,9 @@ def screenshot(pg, name: str) -> Path:
 
 
 def ingest(db: Path, *dirs: Path, name: str | None = None) -> list[str]:
-    from polytrace.ingest.load import ingest_paths, open_db
+    from polytrace.ingest.load import ingest_paths
 
-    con = open_db(db)
+    con = store.open(db)
     try:
         return [ingest_paths(con, [d], name=name or d.name).run_id for d in dirs]
     finally:
@@ -449,8 +450,9 @@ def test_pages_have_no_console_errors(page, three_runs):
 
 def test_rollout_bars_and_whatif_button(page, make_server, tmp_path):
     """The rollout tail's per-engine bars, then the What if section simulated on demand."""
-    from polytrace.workload.traces import packed_lines, write_jsonl
     import numpy as np
+
+    from polytrace.workload.traces import packed_lines, write_jsonl
 
     # Two steps, two engines (tp 1); step 0 engine 0 lengths [2, 10], engine 1 [4, 4]:
     # the longest response is 10, so engine 1 is busy 4 and idle 10 - 4 = 6 tokens.

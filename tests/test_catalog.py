@@ -7,9 +7,9 @@ from importlib import resources
 import duckdb
 import pytest
 
-from polytrace.ingest.aggregates import FILLS
-from polytrace.ingest.load import ensure_schema
 from polytrace.queries.catalog import parse_query
+from polytrace.store.aggregates import aggregates
+from polytrace.store.migrate import ensure as ensure_schema
 from tests.goldens import case_names, load_case
 
 SECTIONS = {"Lengths", "Rollout tail", "Imbalance", "Stages", "Multi-turn", "GPU", "What if",
@@ -151,7 +151,7 @@ def uncast_sums(sql: str) -> list[str]:
     return bad
 
 
-SQL_TEXTS = [(q.name, q.sql) for q in QUERIES] + [(f"aggregates:{t}", s) for t, s in FILLS.items()]
+SQL_TEXTS = [(q.name, q.sql) for q in QUERIES] + [(f"aggregates:{a.name}", a.select) for a in aggregates()]
 
 
 @pytest.mark.parametrize("name,sql", SQL_TEXTS, ids=[n for n, _ in SQL_TEXTS])

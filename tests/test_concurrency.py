@@ -15,7 +15,8 @@ import time
 import httpx
 import numpy as np
 
-from polytrace.ingest.load import ingest_paths, open_db
+from polytrace import store
+from polytrace.ingest.load import ingest_paths
 from polytrace.queries.catalog import load_catalog
 from polytrace.workload.demo import write_demo_traces
 
@@ -152,7 +153,7 @@ def deleter(load: Load) -> None:
 def base_run(db, tmp_path) -> str:
     """A realistic DAPO-style run (40 steps, ~30k samples, reward timings, filter) to read from."""
     write_demo_traces(tmp_path / "demo")
-    con = open_db(db)
+    con = store.open(db)
     try:
         return ingest_paths(con, [tmp_path / "demo"], name="base").run_id
     finally:

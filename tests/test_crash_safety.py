@@ -15,7 +15,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from polytrace.ingest.load import ingest_paths, open_db
+from polytrace import store
+from polytrace.ingest.load import ingest_paths
 from tests.conftest import ROOT, free_port
 
 STEPS, PROMPTS, N_SAMPLING = 2, 50_000, 8  # 800,000 samples in about 18 MB
@@ -54,7 +55,7 @@ def baseline(tmp_path_factory) -> Path:
     """A database that already holds one small run, checkpointed and closed."""
     folder = tmp_path_factory.mktemp("baseline")
     small = write_packed(folder / "small.jsonl", 2, 10, seed=2)
-    con = open_db(folder / "base.duckdb")
+    con = store.open(folder / "base.duckdb")
     ingest_paths(con, [small.path])
     con.close()
     return folder / "base.duckdb"
@@ -62,7 +63,7 @@ def baseline(tmp_path_factory) -> Path:
 
 def db_state(db: Path) -> dict:
     """Runs and their sample counts, plus samples whose run has no runs row."""
-    con = open_db(db)
+    con = store.open(db)
     try:
         runs = dict(con.execute(
             "SELECT r.run_id, count(s.run_id) FROM runs r LEFT JOIN samples s USING (run_id) "
@@ -135,7 +136,7 @@ def test_cli_ingest_killed(point, big, baseline, tmp_path):
     if killed_at is not None and point != "commit (WAL grows)":
         assert outcome == "absent"
 
-    con = open_db(db)
+    con = store.open(db)
     result = ingest_paths(con, [big.path])
     con.close()
     assert result.existing == (outcome == "complete")

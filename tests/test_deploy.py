@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from polytrace.cli import build_parser
-from polytrace.server.settings import Settings
+from polytrace.settings import Settings
 from tests.conftest import ROOT, free_port
 
 ENV_PREFIX = "POLYTRACE_"

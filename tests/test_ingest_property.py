@@ -10,7 +10,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from polytrace.ingest.load import ensure_schema, ingest_paths
+from polytrace.ingest.load import ingest_paths
+from polytrace.store.migrate import ensure as ensure_schema
 
 lengths = st.integers(min_value=0, max_value=2**31 - 1)
 ranks = st.integers(min_value=0, max_value=63)

@@ -14,8 +14,9 @@ import pytest
 from polytrace.ingest import registry
 from polytrace.ingest.contract import IngestError
 from polytrace.ingest.load import ingest_paths
-from polytrace.queries.catalog import bind, execute, get_query
+from polytrace.queries.catalog import bind, get_query
 from polytrace.queries.perfetto import chrome_trace
+from polytrace.queries.runner import run_bound
 
 KINETO = "kineto"
 
@@ -84,7 +85,7 @@ def two_ranks(tmp_path) -> Path:
 
 def run_query(con, name: str, **params):
     q = get_query(name)
-    return execute(con, q, bind(q, params)).rows
+    return run_bound(con, q, bind(q, params)).rows
 
 
 def approx_rows(rows):

@@ -9,11 +9,13 @@ import duckdb
 import pyarrow.parquet as pq
 import pytest
 
-from polytrace.ingest.contract import IngestError
-from polytrace.ingest.lake import export_runs
-from polytrace.ingest.load import data_tables, ingest_paths, open_db
+from polytrace import store
 from polytrace.cli import main
+from polytrace.ingest.contract import IngestError
+from polytrace.ingest.load import ingest_paths
 from polytrace.queries.catalog import bind, load_catalog
+from polytrace.store.lake import export_runs
+from polytrace.store.runs import data_tables
 
 DAPO = "polytrace/verl/profile/packed_length_log/20260614_023133"
 RLLM = "polytrace/rllm/profile/packed_length_log/20260616_024512"
@@ -52,7 +54,7 @@ def _catalog_rows(con, query, run_id: str) -> list[tuple]:
 
 
 def _ingest_all(shared_data: Path, db: Path, inputs: list[str]):
-    con = open_db(db)
+    con = store.open(db)
     return con, [ingest_paths(con, [shared_data / d]).run_id for d in inputs]
 
 
@@ -73,7 +75,7 @@ def assert_round_trip(native, ids: list[str], tmp_path: Path) -> list[str]:
     assert sorted(p.name for p in (lake / "table=runs").iterdir()) == sorted(f"run_id={i}" for i in ids)
     assert not [p for p in lake.iterdir() if p.name.startswith(".")], "staging directory left behind"
 
-    restored = open_db(tmp_path / "restored.duckdb")
+    restored = store.open(tmp_path / "restored.duckdb")
     result = ingest_paths(restored, [lake])
     assert result.format == "parquet-lake"
     assert sorted(result.run_ids) == sorted(ids)
@@ -122,7 +124,7 @@ def test_round_trip_of_multiturn_gpu_and_verl_runs(shared_data, tmp_path):
 def test_ingesting_the_same_lake_twice_adds_nothing(two_runs, tmp_path):
     native, ids = two_runs
     export_runs(native, ids, tmp_path / "lake")
-    con = open_db(tmp_path / "restored.duckdb")
+    con = store.open(tmp_path / "restored.duckdb")
     ingest_paths(con, [tmp_path / "lake"])
     before = con.execute("SELECT count(*) FROM samples").fetchone()[0]
     again = ingest_paths(con, [tmp_path / "lake"])
@@ -133,7 +135,7 @@ def test_ingesting_the_same_lake_twice_adds_nothing(two_runs, tmp_path):
 
 def _tiny_db(path: Path, run_id: str = "0001") -> duckdb.DuckDBPyConnection:
     """One hand-made run: 2 steps x 2 samples, and a numeric-looking id that must stay text."""
-    con = open_db(path)
+    con = store.open(path)
     con.execute("INSERT INTO runs (run_id, name, format, sha256, created_at, config) "
                 "VALUES (?, 'tiny', 'hand', 'abc', TIMESTAMP '2026-01-02 03:04:05', '{\"k\": 1}')",
                 [run_id])
@@ -160,7 +162,7 @@ def test_lake_layout_reads_run_id_as_text(tmp_path):
         [str(tmp_path / "lake/table=samples/*/*.parquet")]).fetchall()
     assert got == [("0001", "VARCHAR", 100 + 300 + 50)]
 
-    back = open_db(tmp_path / "b.duckdb")
+    back = store.open(tmp_path / "b.duckdb")
     assert ingest_paths(back, [tmp_path / "lake"]).run_ids == ["0001"]
     assert back.execute("SELECT run_id, name, config::VARCHAR, created_at::VARCHAR FROM runs").fetchall() == \
         [("0001", "tiny", '{"k": 1}', "2026-01-02 03:04:05")]
@@ -221,7 +223,7 @@ def test_damaged_lake_is_one_line_and_stores_nothing(tmp_path, capsys, damage, r
     assert main(["ingest", str(tmp_path / "lake"), "--db", str(tmp_path / "b.duckdb")]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and reason in err
-    con = open_db(tmp_path / "b.duckdb")
+    con = store.open(tmp_path / "b.duckdb")
     assert con.execute("SELECT count(*) FROM runs").fetchone()[0] == 0
     assert con.execute("SELECT count(*) FROM samples").fetchone()[0] == 0
     assert con.execute("SELECT status FROM ingests").fetchall() == [("failed",)]

@@ -8,13 +8,20 @@ import duckdb
 import httpx
 import pytest
 
-from polytrace.ingest.contract import IngestError
-from polytrace.ingest.lake import export_runs
-from polytrace.ingest.load import ingest_paths, open_db
+from bench.compare import row_differences
+from polytrace import store
 from polytrace.cli import main
-from polytrace.queries import lake
-from polytrace.queries.catalog import bind, execute, get_query, load_catalog
-from tests.edge_lake import RUNS, build_database, build_lake, params_for, row_differences
+from polytrace.ingest.load import ingest_paths
+from polytrace.queries.catalog import bind, get_query, load_catalog
+from polytrace.queries.runner import run_bound
+from polytrace.store import lake
+from polytrace.store.lake import export_runs
+from tests.edge_lake import (
+    RUNS,
+    build_database,
+    build_lake,
+    params_for,
+)
 from tests.goldens import case_names, load_case
 
 DAPO = "polytrace/verl/profile/packed_length_log/20260614_023133"
@@ -36,7 +43,7 @@ def edge(tmp_path_factory):
 def test_query_over_the_lake_equals_the_database(edge, name, params):
     native, over_lake, _ = edge
     query = get_query(name)
-    expected, actual = execute(native, query, params), execute(over_lake, query, params)
+    expected, actual = run_bound(native, query, params), run_bound(over_lake, query, params)
     assert actual.columns == expected.columns
     assert row_differences(expected.rows, actual.rows) == []
     assert [type(v) for r in actual.rows for v in r] == [type(v) for r in expected.rows for v in r]
@@ -45,7 +52,7 @@ def test_query_over_the_lake_equals_the_database(edge, name, params):
 def test_every_query_is_compared_with_rows():
     """The edge runs give every catalog query some rows, so equality above means something."""
     native = build_database()
-    with_rows = {n for n, p in CASES if execute(native, get_query(n), p).rows}
+    with_rows = {n for n, p in CASES if run_bound(native, get_query(n), p).rows}
     assert set(load_catalog()) - with_rows == set()
 
 
@@ -57,8 +64,8 @@ def test_golden_cases_round_trip_through_the_lake(case, tmp_path):
     for query in load_catalog().values():
         for run_id in run_ids:
             params = _params(query, run_id)
-            assert row_differences(execute(native, query, params).rows,
-                                   execute(over_lake, query, params).rows) == [], query.name
+            assert row_differences(run_bound(native, query, params).rows,
+                                   run_bound(over_lake, query, params).rows) == [], query.name
 
 
 def build_lake_of(con, run_ids: list[str], root: Path) -> Path:
@@ -116,7 +123,7 @@ def test_missing_tables_are_empty_and_not_a_lake_is_refused(tmp_path):
     con = lake.open_lake(root)
     assert con.execute("SELECT count(*) FROM turns").fetchall() == [(0,)]
     assert con.execute("SELECT count(*) FROM samples").fetchall() == [(480,)]
-    with pytest.raises(IngestError, match="not a Parquet lake"):
+    with pytest.raises(store.StoreError, match="not a Parquet lake"):
         lake.open_lake(tmp_path)
 
 
@@ -140,7 +147,7 @@ def test_serve_over_the_lake_reads_and_refuses_writes(edge, make_server):
     assert sorted(r["run_id"] for r in runs) == sorted(RUNS)
     answer = httpx.get(f"{srv.url}/api/queries/rollout_tail", params={"run_id": "run.b"}).json()
     query = get_query("rollout_tail")
-    expected = execute(native, query, bind(query, {"run_id": "run.b"}))
+    expected = run_bound(native, query, bind(query, {"run_id": "run.b"}))
     assert answer["columns"] == expected.columns
     assert row_differences(expected.rows, [tuple(r) for r in answer["rows"]]) == []
     upload = httpx.post(f"{srv.url}/api/runs", files={"file": ("x.jsonl", b"{}\n")})
@@ -153,15 +160,15 @@ def test_serve_over_the_lake_reads_and_refuses_writes(edge, make_server):
 
 
 def test_shared_traces_query_the_same_over_the_lake(shared_data, tmp_path):
-    native = open_db(tmp_path / "native.duckdb")
+    native = store.open(tmp_path / "native.duckdb")
     run_ids = [ingest_paths(native, [shared_data / d]).run_id for d in (DAPO, KINETO)]
     over_lake = lake.open_lake(build_lake_of(native, run_ids, tmp_path / "lake"))
     compared = 0
     for query in load_catalog().values():
         for run_id in run_ids:
             params = _params(query, run_id)
-            expected = execute(native, query, params).rows
-            assert row_differences(expected, execute(over_lake, query, params).rows) == [], query.name
+            expected = run_bound(native, query, params).rows
+            assert row_differences(expected, run_bound(over_lake, query, params).rows) == [], query.name
             compared += bool(expected)
     assert compared >= 10
 
@@ -169,7 +176,7 @@ def test_shared_traces_query_the_same_over_the_lake(shared_data, tmp_path):
 def test_ingest_into_the_lake_equals_ingest_into_a_database(shared_data, tmp_path, capsys):
     """Two rank files parsed by two processes, published as one run: the same run id (the
     content hash), tables and query answers as a plain ingest."""
-    native = open_db(tmp_path / "native.duckdb")
+    native = store.open(tmp_path / "native.duckdb")
     run_id = ingest_paths(native, [shared_data / KINETO]).run_id
     root = tmp_path / "lake"
     assert main(["ingest", str(shared_data / KINETO), "--lake", str(root), "--jobs", "2"]) == 0
@@ -180,7 +187,7 @@ def test_ingest_into_the_lake_equals_ingest_into_a_database(shared_data, tmp_pat
         native.execute("SELECT count(DISTINCT rank), count(*) FROM gpu_events").fetchall()
     for query in load_catalog().values():
         params = _params(query, run_id)
-        expected, actual = execute(native, query, params), execute(over_lake, query, params)
+        expected, actual = run_bound(native, query, params), run_bound(over_lake, query, params)
         if query.name == "runs":  # two ingests, two created_at: compare the rest
             expected.rows = [r[:-1] for r in expected.rows]
             actual.rows = [r[:-1] for r in actual.rows]

@@ -3,9 +3,11 @@ from __future__ import annotations
 
 import pytest
 
+from polytrace import store
 from polytrace.ingest import load
 from polytrace.ingest.contract import IngestError
-from polytrace.ingest.load import data_tables, ingest_paths
+from polytrace.ingest.load import ingest_paths
+from polytrace.store.runs import data_tables
 
 LINE = '{{"step": {step}, "rank": 0, "dp_rank": 0, "tp_rank": 0, "input": 10, "output": [1, 3]}}\n'
 
@@ -78,11 +80,11 @@ def table_rows(con, run_id: str) -> dict:
 def test_worker_processes_parse_what_one_process_parses(tmp_path, parse_in_workers, monkeypatch):
     paths = steps(tmp_path, 5)
     assert load.parse_jobs(load.collect(paths, None)) == 2
-    parallel = load.open_db(tmp_path / "parallel.duckdb")
+    parallel = store.open(tmp_path / "parallel.duckdb")
     in_workers = ingest_paths(parallel, paths)
     monkeypatch.setenv("POLYTRACE_PARSE_JOBS", "1")
     assert load.parse_jobs(load.collect(paths, None)) == 1
-    serial = load.open_db(tmp_path / "serial.duckdb")
+    serial = store.open(tmp_path / "serial.duckdb")
     in_process = ingest_paths(serial, paths)
     assert in_workers.rows == in_process.rows == {"samples": 10}
     assert table_rows(parallel, in_workers.run_id) == table_rows(serial, in_process.run_id)
@@ -95,5 +97,7 @@ def test_a_parse_failure_in_a_worker_leaves_the_tables_unchanged(con, tmp_path, 
 
 def test_parse_jobs_must_be_a_number(con, tmp_path, parse_in_workers, monkeypatch):
     monkeypatch.setenv("POLYTRACE_PARSE_JOBS", "many")
-    with pytest.raises(IngestError, match="POLYTRACE_PARSE_JOBS must be a whole number"):
+    from polytrace.settings import SettingsError
+
+    with pytest.raises(SettingsError, match="setting POLYTRACE_PARSE_JOBS: Input should be a valid integer"):
         ingest_paths(con, steps(tmp_path, 2))

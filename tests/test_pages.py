@@ -3,8 +3,10 @@ from __future__ import annotations
 
 import httpx
 
+from polytrace import store
+from polytrace.queries.display import downsample
 from polytrace.server.headlines import findings, fmt
-from polytrace.server.routers.pages import compare_queries, downsample, run_chart_queries
+from polytrace.server.routers.pages import compare_queries, run_chart_queries
 
 PACKED = (
     '{"step": 0, "rank": 0, "dp_rank": 0, "tp_rank": 0, "input": 10, "output": [1, 3], "validate": false}\n'
@@ -88,12 +90,12 @@ def test_pages_pick_queries_from_the_catalog_alone():
 
 
 def test_page_routes(tmp_path, make_server):
-    from polytrace.ingest.load import ingest_paths, open_db
+    from polytrace.ingest.load import ingest_paths
 
     src = tmp_path / "packed_lengths_step_0.jsonl"
     src.write_text(PACKED)
     db = tmp_path / "p.duckdb"
-    con = open_db(db)
+    con = store.open(db)
     run_id = ingest_paths(con, [src], name="tiny").run_id
     con.close()
     srv = make_server(db=str(db))
@@ -103,31 +105,35 @@ def test_page_routes(tmp_path, make_server):
     missing = httpx.get(f"{srv.url}/runs/nope")
     assert missing.status_code == 404 and "There is no run &#39;nope&#39;" in missing.text
     assert httpx.get(f"{srv.url}/queries/nope").status_code == 404
-    # The page's data route returns the REST rows, cut to the x window asked for.
+    # The charts read the REST rows, cut to the x window by its display parameters.
     full = httpx.get(f"{srv.url}/api/queries/length_stats", params={"run_id": run_id}).json()
-    window = httpx.get(f"{srv.url}/ui/chart/length_stats",
-                       params={"run_id": run_id, "x_from": 1, "x_to": 1}).json()
+    assert set(full) == {"ok", "columns", "rows", "truncated"}  # no display parameter: no extra keys
+    window = httpx.get(f"{srv.url}/api/queries/length_stats",
+                       params={"run_id": run_id, "_x_from": 1, "_x_to": 1, "_points": 600}).json()
     assert window["rows"] == [r for r in full["rows"] if r[0] == 1]
     assert window["x_bounds"] == [0, 1] and window["downsampled"] is None
     # Step 1: lengths 2, 2, 4, 8 -> p50 3, max 8.
     stats = dict(zip(window["columns"], window["rows"][0]))
     assert stats["response_p50"] == 3.0 and stats["response_max"] == 8
-    bad = httpx.get(f"{srv.url}/ui/chart/nope", params={"run_id": run_id})
-    assert bad.status_code == 404 and bad.json() == {"ok": False, "error": "unknown query 'nope'",
-                                                     "status": 404}
+    bad = httpx.get(f"{srv.url}/api/queries/length_stats", params={"run_id": run_id, "_points": "x"})
+    assert bad.status_code == 422 and bad.json() == {
+        "ok": False, "error": "parameter '_points': Input should be a valid integer, unable to parse "
+                              "string as an integer", "status": 422}
+    assert httpx.get(f"{srv.url}/ui/chart/length_stats").status_code == 404  # one data route
     assert httpx.get(f"{srv.url}/static/plotly.min.js").headers["content-type"].startswith(
         "application/javascript")
 
 
 def _summary_sentences(case: str) -> list[str]:
     """run_summary of a golden case's run r1, as the run page words it."""
-    from polytrace.queries.catalog import bind, execute, get_query
+    from polytrace.queries.catalog import bind, get_query
+    from polytrace.queries.runner import run_bound
     from tests.goldens import load_case
 
     query = get_query("run_summary")
     con = load_case(case)
     try:
-        result = execute(con, query, bind(query, {"run_id": "r1"}))
+        result = run_bound(con, query, bind(query, {"run_id": "r1"}))
     finally:
         con.close()
     row = dict(zip(result.columns, result.rows[0]))
@@ -159,7 +165,7 @@ def test_kineto_only_and_verl_only_runs_get_headlines():
 
 
 def test_run_page_offers_a_simulation_until_there_is_one(tmp_path, make_server):
-    from polytrace.ingest.load import ingest_paths, open_db
+    from polytrace.ingest.load import ingest_paths
     from polytrace.workload.whatif import simulate_and_store
 
     src = tmp_path / "packed_lengths_step_0.jsonl"
@@ -167,7 +173,7 @@ def test_run_page_offers_a_simulation_until_there_is_one(tmp_path, make_server):
     log = tmp_path / "output.log"
     log.write_text("step:1 - timing_s/gen:6.0 - timing_s/step:10.0\n")
     db = tmp_path / "p.duckdb"
-    con = open_db(db)
+    con = store.open(db)
     run_id = ingest_paths(con, [src], name="tiny").run_id
     verl_id = ingest_paths(con, [log], name="verl").run_id
     con.close()

@@ -11,9 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from polytrace.ingest.aggregates import on_the_fly
-from polytrace.ingest.load import ingest_paths, open_db
-from polytrace.queries.catalog import bind, execute, load_catalog
+from polytrace import store
+from polytrace.ingest.load import ingest_paths
+from polytrace.queries.catalog import bind, load_catalog
+from polytrace.queries.runner import run_bound
+from polytrace.store.aggregates import on_the_fly
 from tests.goldens import GOLDEN, case_names, load_case, mismatches, same_rows
 
 VARIANTS = {
@@ -25,7 +27,7 @@ GOLDEN_FILES = sorted(GOLDEN.glob("*__*.csv"))
 
 def run(con, name: str, **params):
     query = load_catalog()[name]
-    result = execute(con, query, bind(query, params))
+    result = run_bound(con, query, bind(query, params))
     return result.columns, result.rows
 
 
@@ -95,7 +97,7 @@ def real(tmp_path_factory):
 
     if not SHARED_DATA.is_dir():
         pytest.skip("../shared/data is absent")
-    con = open_db(tmp_path_factory.mktemp("real") / "real.duckdb")
+    con = store.open(tmp_path_factory.mktemp("real") / "real.duckdb")
     ids = {key: ingest_paths(con, [SHARED_DATA / rel]).run_id for key, rel in POLYTRACE_RUNS.items()}
     yield con, ids
     con.close()
@@ -184,7 +186,7 @@ def test_real_run_summary_agrees_with_the_per_step_queries(real, key):
 
 
 def test_real_kineto_run_counts_profiler_steps_and_gpu_idle(shared_data, tmp_path):
-    con = open_db(tmp_path / "k.duckdb")
+    con = store.open(tmp_path / "k.duckdb")
     try:
         run_id = ingest_paths(con, [shared_data / "kineto/trace_filter/sampled_rank-0.json.gz"]).run_id
         profiler_steps = con.execute("SELECT count(DISTINCT step) FROM profiler_steps WHERE run_id = ?",
@@ -208,7 +210,7 @@ def test_real_kineto_run_counts_profiler_steps_and_gpu_idle(shared_data, tmp_pat
 
 def test_real_verl_run_summary_agrees_with_rollout_tail_verl(shared_data, tmp_path):
     log = next((shared_data / "verl-logs").glob("*.output.log"))
-    con = open_db(tmp_path / "v.duckdb")
+    con = store.open(tmp_path / "v.duckdb")
     try:
         run_id = ingest_paths(con, [log]).run_id
         (summary,) = as_dicts(con, "run_summary", run_id=run_id)

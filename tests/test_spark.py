@@ -17,9 +17,11 @@ import pytest
 
 sqlglot = pytest.importorskip("sqlglot")
 
+from bench.compare import row_differences
+from polytrace import store
 from polytrace.queries import translate
 from polytrace.queries.catalog import get_query, load_catalog
-from tests.edge_lake import build_database, build_lake, params_for, row_differences
+from tests.edge_lake import build_database, build_lake, params_for
 
 GOLDEN = Path(__file__).resolve().parent / "golden" / "spark"
 UPDATE = bool(os.environ.get("POLYTRACE_UPDATE_SPARK_GOLDENS"))
@@ -53,7 +55,7 @@ def test_catalog_uses_only_translatable_constructs(name):
 
 def test_canonical_views_use_only_translatable_constructs():
     """Spark builds step_timings and the other views from schema.sql's text too."""
-    from polytrace.queries.lake import canonical_schema
+    from polytrace.store.lake import canonical_schema
 
     views = canonical_schema()[1]
     assert views
@@ -168,8 +170,8 @@ def spark():
 
 @pytest.fixture(scope="module")
 def engines(spark, tmp_path_factory):
-    from polytrace.queries.lake import open_lake
     from polytrace.queries.spark import register_lake
+    from polytrace.store.lake import open_lake
 
     native = build_database()
     root = build_lake(native, tmp_path_factory.mktemp("spark") / "lake")
@@ -238,15 +240,16 @@ CASES = [(name, params) for name in NAMES for params in params_for(get_query(nam
 @pytest.mark.spark
 @pytest.mark.parametrize("name,params", CASES, ids=[f"{n}-{i}" for i, (n, _) in enumerate(CASES)])
 def test_catalog_query_is_equal_on_three_engines(engines, name, params):
-    from polytrace.queries.catalog import execute
-    from polytrace.queries.spark import execute as execute_on_spark
+    from polytrace.queries.catalog import get_query
+    from polytrace.queries.runner import run_bound
+    from polytrace.queries.spark import Spark
 
     native, over_lake, spark = engines
     query = get_query(name)
-    expected = execute(native, query, params)
-    on_spark = execute_on_spark(spark, query, params)
+    expected = run_bound(native, query, params)
+    on_spark = run_bound(Spark(spark), query, params)
     assert on_spark.columns == expected.columns
-    assert row_differences(expected.rows, execute(over_lake, query, params).rows) == []
+    assert row_differences(expected.rows, run_bound(over_lake, query, params).rows) == []
     assert row_differences(expected.rows, on_spark.rows) == []
     # Exact percentiles, not percentile_approx: equal up to the last bit of the interpolation
     # (DuckDB computes lo + (hi - lo) * f, Spark may round differently: 771.25 vs 771.2499999999999).
@@ -260,12 +263,13 @@ def test_catalog_query_is_equal_on_three_engines(engines, name, params):
 def test_shared_traces_are_equal_on_spark(spark, shared_data, tmp_path):
     """Real runs (a DAPO packed run with its filter, a two-rank Kineto trace) give Spark the
     same rows as DuckDB for every catalog query, in a session of their own."""
-    from polytrace.ingest.lake import export_runs
-    from polytrace.ingest.load import ingest_paths, open_db
-    from polytrace.queries.catalog import bind, execute
-    from polytrace.queries.spark import SESSION_CONF, execute as execute_on_spark, register_lake
+    from polytrace.ingest.load import ingest_paths
+    from polytrace.queries.catalog import bind
+    from polytrace.queries.runner import run_bound
+    from polytrace.queries.spark import SESSION_CONF, Spark, register_lake
+    from polytrace.store.lake import export_runs
 
-    native = open_db(tmp_path / "native.duckdb")
+    native = store.open(tmp_path / "native.duckdb")
     run_ids = [ingest_paths(native, [shared_data / d]).run_id
                for d in ("polytrace/verl/profile/packed_length_log/20260614_023133", "kineto/trace_filter")]
     export_runs(native, run_ids, tmp_path / "lake")
@@ -279,7 +283,7 @@ def test_shared_traces_are_equal_on_spark(spark, shared_data, tmp_path):
             continue
         for run_id in run_ids:
             bound = bind(query, {"run_id": run_id})
-            expected = execute(native, query, bound).rows
-            assert row_differences(expected, execute_on_spark(own, query, bound).rows) == [], query.name
+            expected = run_bound(native, query, bound).rows
+            assert row_differences(expected, run_bound(Spark(own), query, bound).rows) == [], query.name
             compared += bool(expected)
     assert compared >= 10

@@ -7,6 +7,8 @@ import sys
 
 import httpx
 
+from polytrace import store
+
 PACKED = (
     '{"step": 0, "rank": 0, "dp_rank": 0, "tp_rank": 0, "local_index": 0, "input": 10, "output": [1, 3], "n_sampling": 2, "validate": false}\n'
     '{"step": 0, "rank": 4, "dp_rank": 1, "tp_rank": 0, "local_index": 0, "input": 20, "output": [5, 7], "n_sampling": 2, "validate": false}\n'
@@ -34,12 +36,12 @@ def test_cli_ingest_then_query(tmp_path):
 
 
 def test_rest_serves_the_same_rows(tmp_path, make_server):
-    from polytrace.ingest.load import ingest_paths, open_db
+    from polytrace.ingest.load import ingest_paths
 
     src = tmp_path / "packed_lengths_step_0.jsonl"
     src.write_text(PACKED)
     db = tmp_path / "s.duckdb"
-    con = open_db(db)
+    con = store.open(db)
     run_id = ingest_paths(con, [src]).run_id
     con.close()
     srv = make_server(db=str(db))

@@ -13,7 +13,8 @@ from polytrace.ingest.contract import IngestError
 from polytrace.ingest.formats import verl_console, verl_jsonl, wandb_csv
 from polytrace.ingest.load import ingest_paths
 from polytrace.ingest.registry import detect
-from polytrace.queries.catalog import bind, execute, get_query
+from polytrace.queries.catalog import bind, get_query
+from polytrace.queries.runner import run_bound
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "verl"
 GOLDEN = Path(__file__).resolve().parent / "golden"
@@ -62,7 +63,7 @@ def assert_golden(columns: list[str], rows: list[tuple], name: str) -> None:
 
 def run_query(con, name: str, **params):
     q = get_query(name)
-    result = execute(con, q, bind(q, params))
+    result = run_bound(con, q, bind(q, params))
     return result.columns, result.rows
 
 
@@ -325,9 +326,9 @@ def test_fidelity_by_step_golden(con, fidelity_runs):
 
 
 def test_fidelity_rejects_unknown_alignment(con, fidelity_runs):
-    import duckdb
+    from polytrace.queries.runner import BadValue
 
-    with pytest.raises(duckdb.Error, match="align must be index or step"):
+    with pytest.raises(BadValue, match="align must be index or step"):
         run_query(con, "fidelity", bench_run=fidelity_runs[0], formal_run=fidelity_runs[1], align="time")
 
 

@@ -10,16 +10,28 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from polytrace.ingest.load import ingest_paths
+from polytrace import store
 from polytrace.cli import main
+from polytrace.ingest.load import ingest_paths
 from polytrace.workload import WorkloadError
 from polytrace.workload.costmodel import H200_REPLAY_GRID, CostModel, from_grid
 from polytrace.workload.demo import CAP, DP, STEPS, TP, write_demo_traces
 from polytrace.workload.fit import fit_gmm, fit_lognormal
 from polytrace.workload.published import PUBLISHED_MATH, PUBLISHED_TOOL_USE, read_params
-from polytrace.workload.replay import explain, finish_errors, read_engines, read_iterations, read_requests
+from polytrace.workload.replay import (
+    explain,
+    finish_errors,
+    read_engines,
+    read_iterations,
+    read_requests,
+)
 from polytrace.workload.simulate import Step, finish_times, load_steps, simulate
-from polytrace.workload.synth import sample_math, sample_tool_use, write_from_run, write_math_steps
+from polytrace.workload.synth import (
+    sample_math,
+    sample_tool_use,
+    write_from_run,
+    write_math_steps,
+)
 from polytrace.workload.timeline import StepWork, step_times, verl_lines, write_kineto
 from polytrace.workload.traces import packed_lines, write_jsonl
 from polytrace.workload.whatif import compare
@@ -308,14 +320,14 @@ def test_simulate_store_and_whatif_query(tmp_path, db_path, con, capsys):
                  "length-balanced", "--policy", "round-robin", "--store", "--output", "json"]) == 0
     printed = json.loads(capsys.readouterr().out)
     assert {r["policy"] for r in printed} == {"as-recorded", "length-balanced", "round-robin"}
-    from polytrace.ingest.load import open_db
-    from polytrace.queries.catalog import bind, execute, get_query
+    from polytrace.queries.catalog import bind, get_query
+    from polytrace.queries.runner import run_bound
 
-    c = open_db(db_path)
+    c = store.open(db_path)
     try:
         q = get_query("whatif")
         assert q.section == "What if"
-        result = execute(c, q, bind(q, {"run_id": run, "gpus": "8"}))
+        result = run_bound(c, q, bind(q, {"run_id": run, "gpus": "8"}))
     finally:
         c.close()
     rows = {r[result.columns.index("policy")]: dict(zip(result.columns, r)) for r in result.rows}
@@ -324,9 +336,9 @@ def test_simulate_store_and_whatif_query(tmp_path, db_path, con, capsys):
     assert rows["length-balanced"]["gpu_hours_saved"] == pytest.approx(0.01 * 8 / 3600)
     assert rows["round-robin"]["saved_s"] == pytest.approx(0.0)  # prompts 0 and 2 share engine 0
     # Without the gpus parameter: ranks 0 and 1 (tp = 1) -> max rank 1 + stride 1 = 2 GPUs.
-    c = open_db(db_path)
+    c = store.open(db_path)
     try:
-        result = execute(c, q, bind(q, {"run_id": run}))
+        result = run_bound(c, q, bind(q, {"run_id": run}))
     finally:
         c.close()
     assert {r[result.columns.index("gpus")] for r in result.rows} == {2}
@@ -420,9 +432,8 @@ def test_ingest_cli_sets_the_cap_and_gpus_when_the_input_lacks_them(tmp_path, db
     assert main(["ingest", str(trace), "--db", str(db_path), "--max-response-len", "8",
                  "--gpus", "4"]) == 0
     run_id = capsys.readouterr().out.strip()
-    from polytrace.ingest.load import open_db
-
-    con = open_db(db_path)
+    
+    con = store.open(db_path)
     try:
         assert con.execute("SELECT max_response_len, n_gpus FROM runs WHERE run_id = ?",
                            [run_id]).fetchone() == (8, 4)
@@ -459,10 +470,11 @@ def test_rllm_cap_from_the_command_line(shared_data, con):
     assert first["response_max"] == 16000
     plain = ingest_paths(con, [rllm]).run_id
     capped = ingest_paths(con, [rllm], force=True, run_overrides={"max_response_len": 16000}).run_id
-    from polytrace.queries.catalog import bind, execute, get_query
+    from polytrace.queries.catalog import bind, get_query
+    from polytrace.queries.runner import run_bound
 
     q = get_query("run_summary")
-    summary = {r: dict(zip(*(lambda res: (res.columns, res.rows[0]))(execute(con, q, bind(q, {"run_id": r})))))
+    summary = {r: dict(zip(*(lambda res: (res.columns, res.rows[0]))(run_bound(con, q, bind(q, {"run_id": r})))))
                for r in (plain, capped)}
     assert summary[plain]["cap_ratio"] is None
     at_cap, n = con.execute("SELECT count(*) FILTER (response_len >= 16000), count(*) FROM samples "
@@ -473,9 +485,9 @@ def test_rllm_cap_from_the_command_line(shared_data, con):
 
 
 def test_demo_run_carries_the_cap_and_gpus(tmp_path):
-    from polytrace.demo import build
-
     import duckdb
+
+    from polytrace.demo import build
 
     db = tmp_path / "demo.duckdb"
     math_run, _agent = build(db)
@@ -483,14 +495,15 @@ def test_demo_run_carries_the_cap_and_gpus(tmp_path):
     try:
         assert con.execute("SELECT max_response_len, n_gpus FROM runs WHERE run_id = ?",
                            [math_run]).fetchone() == (CAP, DP * TP)
-        from polytrace.queries.catalog import bind, execute, get_query
+        from polytrace.queries.catalog import bind, get_query
+        from polytrace.queries.runner import run_bound
 
         q = get_query("run_summary")
-        res = execute(con, q, bind(q, {"run_id": math_run}))
+        res = run_bound(con, q, bind(q, {"run_id": math_run}))
         row = dict(zip(res.columns, res.rows[0]))
         assert 0 < row["cap_ratio"] < 0.1 and row["max_response_len"] == CAP
         savings = get_query("whatif_savings")
-        res = execute(con, savings, bind(savings, {"run_id": math_run}))
+        res = run_bound(con, savings, bind(savings, {"run_id": math_run}))
         assert {r[res.columns.index("gpus")] for r in res.rows} == {DP * TP}
     finally:
         con.close()

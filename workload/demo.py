@@ -7,9 +7,19 @@ from pathlib import Path
 import numpy as np
 
 from polytrace.workload.published import PUBLISHED_MATH, PUBLISHED_TOOL_USE
-from polytrace.workload.synth import contiguous_dp, lognormal_groups, sample_prompt_lengths, write_tool_use_steps
+from polytrace.workload.synth import (
+    contiguous_dp,
+    lognormal_groups,
+    sample_prompt_lengths,
+    write_tool_use_steps,
+)
 from polytrace.workload.timeline import StepWork, step_times, verl_lines, write_kineto
-from polytrace.workload.traces import filter_line, packed_lines, reward_line, write_jsonl
+from polytrace.workload.traces import (
+    filter_line,
+    packed_lines,
+    reward_line,
+    write_jsonl,
+)
 
 STEPS = 40
 PROMPTS = 96          # generation batch, in prompts (DAPO's gen_batch_size)

@@ -7,7 +7,13 @@ import numpy as np
 
 from polytrace.workload import WorkloadError
 from polytrace.workload.costmodel import CostModel
-from polytrace.workload.policies import (ORACLE, length_balanced, lpt, predict_lengths, round_robin)
+from polytrace.workload.policies import (
+    ORACLE,
+    length_balanced,
+    lpt,
+    predict_lengths,
+    round_robin,
+)
 
 POLICIES = ("as-recorded", "round-robin", "length-balanced", "predicted-balanced", "partial-rollout:q")
 

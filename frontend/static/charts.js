@@ -321,9 +321,10 @@ const PolyCharts = (() => {
     });
   }
 
+  // The REST rows of the chart's query, downsampled and windowed by its display parameters.
   function dataUrl(info, extra) {
-    const q = new URLSearchParams({...info.params, ...extra});
-    return `/ui/chart/${encodeURIComponent(info.name)}?${q}`;
+    const q = new URLSearchParams({...info.params, _points: info.points, ...extra});
+    return `/api/queries/${encodeURIComponent(info.name)}?${q}`;
   }
 
   const getJson = url => fetch(url).then(res => res.json());
@@ -351,7 +352,7 @@ const PolyCharts = (() => {
     } else if (info.linked) {
       if (entry.data.downsampled || entry.overlay?.data.downsampled || entry.windowed) {
         entry.windowed = !!range;
-        await refetch(entry, range ? {x_from: range[0], x_to: range[1]} : {});
+        await refetch(entry, range ? {_x_from: range[0], _x_to: range[1]} : {});
       }
       if (el.data) await relayoutSilently(entry, range ? {"xaxis.range": [range[0] - 0.5, range[1] + 0.5]}
                                                        : {"xaxis.autorange": true});

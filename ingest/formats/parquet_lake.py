@@ -6,39 +6,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from polytrace.ingest.contract import Format, IngestError, Parsed
-
-PART_FILE = "part-0.parquet"
-
-
-def lake_dataset(table_dir: Path):
-    # Imported here: pyarrow.dataset pulls in pandas, which every other ingest can skip.
-    import pyarrow.dataset as ds
-
-    # Read run_id as text: a partition named run_id=0001 is an id, not the number 1.
-    partitioning = ds.partitioning(pa.schema([("run_id", pa.string())]), flavor="hive")
-    return ds.dataset(table_dir, format="parquet", partitioning=partitioning)
-
-
-def partition_dir(root: Path, table: str, run_id: str) -> Path:
-    return root / f"table={table}" / f"run_id={run_id}"
-
-
-def is_lake(path: Path) -> bool:
-    """A directory holding at least one `table=<name>` subdirectory."""
-    return path.is_dir() and any(
-        p.is_dir() and p.name.startswith("table=") for p in path.iterdir())
-
-
-def lake_tables(root: Path) -> dict[str, Path]:
-    """Table name -> its directory, for every `table=<name>` directory of the lake."""
-    return {p.name.partition("=")[2]: p for p in sorted(root.iterdir())
-            if p.is_dir() and p.name.startswith("table=")}
-
-
-def partitions(table_dir: Path) -> dict[str, Path]:
-    """run_id -> partition directory, for every `run_id=<id>` directory of one table."""
-    return {p.name.partition("=")[2]: p for p in sorted(table_dir.iterdir())
-            if p.is_dir() and p.name.startswith("run_id=")}
+from polytrace.store.lake import is_lake, lake_dataset, lake_tables, partitions
 
 
 def parse(path: Path) -> Parsed:

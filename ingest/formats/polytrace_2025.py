@@ -27,8 +27,12 @@ import pyarrow as pa
 
 from polytrace.ingest.columns import from_list
 from polytrace.ingest.contract import Format, IngestError, Parsed
-from polytrace.ingest.formats.polytrace_packed import Length, line_numbered, samples_table
 from polytrace.ingest.formats.polytrace_multiturn import TURN_TYPES
+from polytrace.ingest.formats.polytrace_packed import (
+    Length,
+    line_numbered,
+    samples_table,
+)
 from polytrace.ingest.sources import check_utf8, read_bytes
 
 

@@ -18,7 +18,12 @@ import pyarrow as pa
 
 from polytrace.ingest.columns import from_list
 from polytrace.ingest.contract import Format, Parsed
-from polytrace.ingest.formats.polytrace_packed import Length, SmallInt, decode_lines, samples_table
+from polytrace.ingest.formats.polytrace_packed import (
+    Length,
+    SmallInt,
+    decode_lines,
+    samples_table,
+)
 from polytrace.ingest.sniffing import first_line_keys
 
 Seconds = Annotated[float, msgspec.Meta(ge=0)]

@@ -6,22 +6,31 @@ import json
 from functools import partial
 from typing import Annotated, Any, Literal
 
-import duckdb
-from fastapi import APIRouter, Query as QueryParam, Request
+from fastapi import APIRouter, Request
+from fastapi import Query as QueryParam
 from fastapi.concurrency import run_in_threadpool
 from pydantic import BaseModel
 
 from polytrace.ingest import registry
 from polytrace.ingest.contract import IngestError
-from polytrace.ingest.load import IngestResult, delete_run, ingest_paths, row_counts
+from polytrace.ingest.load import IngestResult, ingest_paths
 from polytrace.ingest.run_facts import GIVEN_RUN_FACTS
+from polytrace.queries import display, render
 from polytrace.queries.catalog import ParamError, Query, bind, get_query, load_catalog
-from polytrace.server.db import Database, QueryTimeout
+from polytrace.queries.runner import Answer, BadValue, Limits, QueryTimeout
+from polytrace.server.db import Database
 from polytrace.server.deps import DbDep, SettingsDep, WriterDep
 from polytrace.server.errors import ApiError, ErrorBody
-from polytrace.server.responses import MEDIA_TYPES, Json, csv_result, json_result, negotiate, parquet_result
-from polytrace.server.settings import Settings
+from polytrace.server.responses import (
+    MEDIA_TYPES,
+    Json,
+    csv_result,
+    negotiate,
+    parquet_result,
+)
 from polytrace.server.uploads import FILE_FIELD, Upload, receive
+from polytrace.settings import Settings
+from polytrace.store.runs import delete_run, row_counts
 
 FormatParam = Annotated[
     Literal["json", "csv", "parquet"] | None,
@@ -29,8 +38,14 @@ FormatParam = Annotated[
 ]
 _INT_RANGE = {"INTEGER": (-(2**31), 2**31 - 1), "BIGINT": (-(2**63), 2**63 - 1)}
 _PY_TYPES = {"INTEGER": int, "BIGINT": int, "DOUBLE": float, "BOOLEAN": bool}
-# Value errors DuckDB raises while running a query on well-typed but out-of-range parameters.
-_BAD_VALUE = (duckdb.ConversionException, duckdb.OutOfRangeException, duckdb.InvalidInputException)
+# Display parameters (Datasette's `_` style): shape the JSON rows for a chart, never the query.
+DISPLAY_PARAMS = {
+    "_points": ("At most this many x values (steps): longer series are bucketed, each point "
+                "the mean of consecutive steps; adds `downsampled` and `x_bounds` to the body.",
+                10, 100_000),
+    "_x_from": ("Keep rows whose chart x (the step) is at least this.", None, None),
+    "_x_to": ("Keep rows whose chart x (the step) is at most this.", None, None),
+}
 
 
 def _errors(*statuses: int) -> dict:
@@ -132,8 +147,8 @@ async def health(request: Request, settings: SettingsDep) -> dict:
 # --- runs -------------------------------------------------------------------------------------
 
 async def list_runs(db: DbDep, settings: SettingsDep) -> dict:
-    result = await run_bound(db, settings, get_query("runs"), {})
-    return {"ok": True, "runs": [dict(zip(result.columns, r)) for r in result.rows]}
+    answer = await run_bound(db, settings, get_query("runs"), {})
+    return {"ok": True, "runs": [dict(zip(answer.columns, r)) for r in answer.rows]}
 
 
 def _records(res) -> list[dict[str, Any]]:
@@ -174,7 +189,11 @@ async def remove_run(run_id: str, db: DbDep) -> dict:
 def _simulate(run_id: str, cur) -> dict:
     from polytrace.workload import WorkloadError
     from polytrace.workload.costmodel import H200_REPLAY_GRID
-    from polytrace.workload.whatif import DEFAULT_POLICIES, can_simulate, simulate_and_store
+    from polytrace.workload.whatif import (
+        DEFAULT_POLICIES,
+        can_simulate,
+        simulate_and_store,
+    )
 
     if not cur.execute("SELECT 1 FROM runs WHERE run_id = ?", [run_id]).fetchone():
         raise ApiError(404, f"unknown run {run_id!r}")
@@ -300,32 +319,61 @@ def _query_responses() -> dict:
     return {200: {"content": content}, **_errors(404, 422, 504)}
 
 
-async def run_bound(db: Database, settings: Settings, query: Query, bound: dict, fmt: str = "json"):
+def limits(settings: Settings) -> Limits:
+    return Limits(timeout_ms=settings.query_timeout_ms, row_cap=settings.row_cap)
+
+
+async def run_bound(db: Database, settings: Settings, query: Query, bound: dict) -> Answer:
     """Run a bound catalog query off the event loop; timeouts and rejected values become ApiError."""
-    runner = db.query_arrow if fmt == "parquet" else db.query
     try:
-        return await run_in_threadpool(runner, query, bound, settings.query_timeout_ms,
-                                       settings.row_cap)
+        return await run_in_threadpool(db.query, query, bound, limits(settings))
     except QueryTimeout as e:
         raise ApiError(504, str(e)) from None
-    except _BAD_VALUE as e:
-        raise ApiError(422, f"query {query.name!r} rejected its parameters: "
-                            f"{str(e).splitlines()[0]}") from None
+    except BadValue as e:
+        raise ApiError(422, str(e)) from None
+
+
+def _display(params: dict[str, str]) -> dict[str, int | None]:
+    shown = {}
+    for name, (_, lo, hi) in DISPLAY_PARAMS.items():
+        raw = params.get(name)
+        try:
+            value = None if raw in (None, "") else int(raw)
+        except ValueError:
+            raise ApiError(422, f"parameter {name!r} must be an integer, got {raw!r}") from None
+        if value is not None and ((lo is not None and value < lo) or (hi is not None and value > hi)):
+            raise ApiError(422, f"parameter {name!r} must be between {lo} and {hi}, got {value}")
+        shown[name] = value
+    return shown
+
+
+async def chart_body(db: Database, settings: Settings, query: Query, params: dict[str, Any]) -> dict:
+    """The JSON body of a query: its rows as the REST API answers them, shaped by any display
+    parameters in `params` (the pages draw exactly this)."""
+    shown = _display(params)
+    try:
+        bound = bind(query, {k: v for k, v in params.items() if k not in DISPLAY_PARAMS})
+    except ParamError as e:
+        raise ApiError(422, str(e)) from None
+    body = render.json_body(await run_bound(db, settings, query, bound))
+    if any(v is not None for v in shown.values()):
+        body.update(display.for_chart(body["columns"], [list(r) for r in body["rows"]], query.chart,
+                                      shown["_points"], shown["_x_from"], shown["_x_to"]))
+    return body
 
 
 async def answer(query: Query, request: Request, db: Database, settings: Settings,
                  fmt: str | None) -> Any:
     params = {k: v for k, v in request.query_params.items() if k != "format"}
+    fmt = fmt or negotiate(request.headers.get("accept"))
+    if fmt == "json":
+        return Json(await chart_body(db, settings, query, params))
     try:
-        bound = bind(query, params)
+        bound = bind(query, {k: v for k, v in params.items() if k not in DISPLAY_PARAMS})
     except ParamError as e:
         raise ApiError(422, str(e)) from None
-    fmt = fmt or negotiate(request.headers.get("accept"))
-    if fmt == "parquet":
-        table, truncated = await run_bound(db, settings, query, bound, fmt)
-        return parquet_result(table, truncated, query.name)
-    result = await run_bound(db, settings, query, bound, fmt)
-    return csv_result(result, query.name) if fmt == "csv" else json_result(result)
+    result = await run_bound(db, settings, query, bound)
+    return parquet_result(result, query.name) if fmt == "parquet" else csv_result(result, query.name)
 
 
 async def run_query(name: str, request: Request, db: DbDep, settings: SettingsDep,
@@ -365,6 +413,13 @@ def _query_endpoint(query: Query):
                           default=inspect.Parameter.empty if p.required else None)
         for p in query.params if p.name != "format"
     ]
-    endpoint.__signature__ = inspect.Signature(base + declared)
+    shaping = [
+        inspect.Parameter(f"d{name}", inspect.Parameter.KEYWORD_ONLY, default=None,
+                          annotation=Annotated[int | None, QueryParam(
+                              alias=name, description=doc,
+                              **({"ge": lo, "le": hi} if lo is not None else {}))])
+        for name, (doc, lo, hi) in DISPLAY_PARAMS.items()
+    ]
+    endpoint.__signature__ = inspect.Signature(base + declared + shaping)
     endpoint.__name__ = f"query_{query.name}"
     return endpoint

@@ -1,39 +1,38 @@
 """Dashboard pages: Jinja2 templates over the same catalog and runner the REST API serves."""
 from __future__ import annotations
 
-import math
 import os
 from functools import partial
 from importlib import resources
 from typing import Any
 from urllib.parse import urlencode
 
-import duckdb
 import plotly
-from fastapi import APIRouter, FastAPI, Query as Q, Request
+from fastapi import APIRouter, FastAPI, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import FileResponse, HTMLResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
 
-from polytrace.queries.catalog import ParamError, Query, bind, load_catalog
-from polytrace.server.db import Database, QueryTimeout
+from polytrace.queries.catalog import Query, load_catalog
+from polytrace.queries.display import MAX_POINTS
+from polytrace.queries.render import jsonable
+from polytrace.queries.runner import QueryTimeout
+from polytrace.server.db import Database
 from polytrace.server.deps import DbDep, SettingsDep
 from polytrace.server.errors import ApiError, error_response
-from polytrace.server.routers.api import run_bound
 from polytrace.server.headlines import findings, fmt
+from polytrace.server.routers.api import DISPLAY_PARAMS, chart_body
 
 router = APIRouter(include_in_schema=False)
+# The raw views (query page, headline numbers): as many points as `_points` allows.
+EVERY_ROW = DISPLAY_PARAMS["_points"][2]
 _frontend = resources.files("polytrace.frontend")
 templates = Jinja2Templates(directory=str(_frontend.joinpath("templates")))
 PLOTLY_JS = os.path.join(os.path.dirname(plotly.__file__), "package_data", "plotly.min.js")
 
 SECTIONS = ("Lengths", "Rollout tail", "Imbalance", "Stages", "Multi-turn", "GPU", "What if",
             "Other")
-# Points per chart the browser gets: enough to see a 10,000-step run's shape, few enough
-# that zoom and hover stay fluid. Heatmaps pay per cell, so they get fewer columns.
-MAX_POINTS = 600
-MAX_HEATMAP_COLUMNS = 300
 STEP_PARAMS = ("step_from", "step_to")
 
 
@@ -43,17 +42,7 @@ def plotly_js() -> FileResponse:
                         headers={"Cache-Control": "public, max-age=86400"})
 
 
-# ---- data: run a catalog query for a chart, downsampled for display -----------------------
-
-def _jsonable(v: Any) -> Any:
-    if isinstance(v, float) and not math.isfinite(v):
-        return None
-    if hasattr(v, "isoformat"):
-        return v.isoformat()
-    if isinstance(v, (bytes, bytearray)):
-        return v.hex()
-    return v
-
+# ---- data: a catalog query's rows for a chart, as GET /api/queries/{name} answers them ------
 
 def _run_key(query: Query) -> list[str]:
     """Parameters that name a run: run_id, or *_run for queries over two runs."""
@@ -67,92 +56,16 @@ def rest_url(name: str, params: dict[str, Any], fmt: str | None = None) -> str:
     return f"/api/queries/{name}" + (f"?{urlencode(shown)}" if shown else "")
 
 
-def _group_columns(chart: dict) -> list[str]:
-    keys = [chart.get("color"), chart.get("group")]
-    if chart.get("kind") == "heatmap":
-        keys.append(chart.get("y", [None])[0])
-    return [k for k in keys if k]
-
-
-def downsample(columns: list[str], rows: list[list], chart: dict | None,
-               max_points: int) -> tuple[list[list], dict | None]:
-    """Bucket rows over consecutive integer x values (steps) when there are too many.
-
-    Each bucket of `width` steps becomes one point at its first step, per series (the
-    chart's color column, and a heatmap's y): numeric columns are averaged, others keep
-    their first value. Returns the rows and a note saying what was done, or None.
-    """
-    x = (chart or {}).get("x")
-    if x not in columns or chart.get("kind") in ("table", "hist"):
-        return rows, None
-    xi = columns.index(x)
-    xs = {r[xi] for r in rows if isinstance(r[xi], int) and not isinstance(r[xi], bool)}
-    if chart.get("kind") == "heatmap":
-        max_points = min(max_points, MAX_HEATMAP_COLUMNS)
-    if len(xs) <= max_points or len(xs) != len({r[xi] for r in rows}):
-        return rows, None
-    lo, hi = min(xs), max(xs)
-    width = math.ceil((hi - lo + 1) / max_points)
-    keys = [columns.index(c) for c in _group_columns(chart) if c in columns and c != x]
-    buckets: dict[tuple, list[list]] = {}
-    for r in rows:
-        start = lo + (r[xi] - lo) // width * width
-        buckets.setdefault((start, *(r[k] for k in keys)), []).append(r)
-    out = []
-    for (start, *_), members in buckets.items():
-        row = []
-        for i in range(len(columns)):
-            vals = [m[i] for m in members if m[i] is not None]
-            if i == xi:
-                row.append(start)
-            elif i in keys or not vals or not all(isinstance(v, (int, float)) for v in vals):
-                row.append(members[0][i])
-            else:
-                row.append(sum(vals) / len(vals))
-        out.append(row)
-    note = {"steps": len(xs), "points": len({r[xi] for r in out}), "width": width}
-    return out, note
-
-
-def _x_bounds(columns: list[str], rows: list[list], x: str | None) -> list | None:
-    if x not in columns:
-        return None
-    i = columns.index(x)
-    xs = [r[i] for r in rows if isinstance(r[i], (int, float)) and not isinstance(r[i], bool)]
-    return [min(xs), max(xs)] if xs else None
-
-
-def _filter_x(columns: list[str], rows: list[list], x: str | None,
-              x_from: int | None, x_to: int | None) -> list[list]:
-    if x not in columns or (x_from is None and x_to is None):
-        return rows
-    i = columns.index(x)
-    lo = -math.inf if x_from is None else x_from
-    hi = math.inf if x_to is None else x_to
-    return [r for r in rows if r[i] is not None and lo <= r[i] <= hi]
-
-
 async def chart_data(db: Database, settings, query: Query, params: dict[str, Any],
-                     max_points: int = MAX_POINTS, x_from: int | None = None,
-                     x_to: int | None = None) -> dict:
-    """One chart's rows, as the REST API would return them, then filtered to an x window
-    and downsampled for display. Errors come back in the API's error shape."""
+                     points: int = MAX_POINTS) -> dict:
+    """One chart's rows: the REST body downsampled to `points` steps (`_points`).
+    Errors come back in the API's error shape."""
     try:
-        result = await run_bound(db, settings, query, bind(query, params))
-    except ParamError as e:
-        return {"ok": False, "error": str(e), "status": 422}
+        body = await chart_body(db, settings, query, {**params, "_points": points})
     except ApiError as e:
         return {"ok": False, "error": e.error, "status": e.status}
-    except duckdb.Error as e:
-        return {"ok": False, "error": f"query {query.name!r} failed: {str(e).splitlines()[0]}",
-                "status": 500}
-    rows = [[_jsonable(v) for v in r] for r in result.rows]
-    x = (query.chart or {}).get("x")
-    bounds = _x_bounds(result.columns, rows, x)
-    rows = _filter_x(result.columns, rows, x, x_from, x_to)
-    rows, note = downsample(result.columns, rows, query.chart, max_points)
-    return {"ok": True, "columns": result.columns, "rows": rows, "truncated": result.truncated,
-            "downsampled": note, "x_bounds": bounds}
+    body["rows"] = [[jsonable(v) for v in r] for r in body["rows"]]
+    return body
 
 
 def chart_info(query: Query, params: dict[str, Any]) -> dict:
@@ -168,6 +81,7 @@ def chart_info(query: Query, params: dict[str, Any]) -> dict:
                  for f in ("json", "csv", "parquet")},
         "linked": spec.get("x") == "step" and spec.get("kind") not in ("table", "hist"),
         "step_params": all(any(p.name == s for p in query.params) for s in STEP_PARAMS),
+        "points": MAX_POINTS,
     }
 
 
@@ -215,7 +129,7 @@ async def _catalog_rows(db: Database, settings, name: str, params: dict) -> dict
     query = load_catalog().get(name)
     if query is None:
         return None
-    data = await chart_data(db, settings, query, params, max_points=10**9)
+    data = await chart_data(db, settings, query, params, points=EVERY_ROW)
     return data if data.get("ok") else None
 
 
@@ -355,25 +269,11 @@ async def query_page(request: Request, name: str, db: DbDep, settings: SettingsD
     ready = all(params[p.name] or not p.required for p in query.params)
     # The query page is the raw view: every row, nothing downsampled.
     asked = bool(request.query_params) or not query.params
-    data = await chart_data(db, settings, query, params, 10**9) if ready and asked else None
+    data = await chart_data(db, settings, query, params, EVERY_ROW) if ready and asked else None
     return templates.TemplateResponse(request, "query.html", {
         "query": query.as_dict(), "params": params, "runs": await _runs(db, settings),
         "run_params": _run_key(query), "data": data,
         "info": chart_info(query, params), "table_rows": 500})
-
-
-@router.get("/ui/chart/{name}")
-async def chart_json(name: str, request: Request, db: DbDep, settings: SettingsDep,
-                     max_points: int = Q(MAX_POINTS, ge=10, le=100_000),
-                     x_from: int | None = None, x_to: int | None = None) -> JSONResponse:
-    """A chart's rows for the page: the REST rows, cut to [x_from, x_to], downsampled."""
-    query = load_catalog().get(name)
-    if query is None:
-        return JSONResponse({"ok": False, "error": f"unknown query {name!r}", "status": 404}, 404)
-    params = {k: v for k, v in request.query_params.items()
-              if k not in ("max_points", "x_from", "x_to")}
-    data = await chart_data(db, settings, query, params, max_points, x_from, x_to)
-    return JSONResponse(data, status_code=200 if data["ok"] else data["status"])
 
 
 @router.get("/ui/perfetto")

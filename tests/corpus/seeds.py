@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
+from polytrace import store
+
 
 @dataclass
 class Seed:
@@ -124,13 +126,13 @@ def kineto_members() -> dict[str, bytes]:
 
 def lake_files() -> dict[str, bytes]:
     """A Parquet lake exported from one tiny packed run: every file of it by relative path."""
-    from polytrace.ingest.lake import export_runs
-    from polytrace.ingest.load import ingest_paths, open_db
+    from polytrace.ingest.load import ingest_paths
+    from polytrace.store.lake import export_runs
 
     with tempfile.TemporaryDirectory() as tmp:
         src = Path(tmp) / "packed_lengths_step_0.jsonl"
         src.write_bytes(jsonl(PACKED))
-        con = open_db(Path(tmp) / "lake.duckdb")
+        con = store.open(Path(tmp) / "lake.duckdb")
         try:
             run_id = ingest_paths(con, [src]).run_id
             export_runs(con, [run_id], Path(tmp) / "lake")

@@ -18,9 +18,11 @@ from pathlib import Path
 import httpx
 import pytest
 
-from polytrace.ingest import registry
-from polytrace.ingest.load import data_tables, delete_run, ingest_paths, open_db
+from polytrace import store
 from polytrace.cli import main
+from polytrace.ingest import registry
+from polytrace.ingest.load import ingest_paths
+from polytrace.store.runs import data_tables, delete_run
 from tests.conftest import LiveServer
 from tests.corpus import mutations
 from tests.corpus.cases import Case, build, dump
@@ -61,7 +63,7 @@ def good_db(path: Path) -> Path:
     src = path.parent / "good" / "packed_lengths_step_0.jsonl"
     src.parent.mkdir(parents=True, exist_ok=True)
     src.write_bytes(jsonl(PACKED).replace(b'"input": 10', b'"input": 11'))
-    con = open_db(path)
+    con = store.open(path)
     try:
         ingest_paths(con, [src])
     finally:
@@ -130,7 +132,7 @@ def test_cli_refuses_bad_input(fmt, tmp_path):
     cases = build(fmt)
     assert len(cases) >= 200
     db = good_db(tmp_path / "cli.duckdb")
-    con = open_db(db)
+    con = store.open(db)
     before = snapshot(con)
     con.close()
     tally, problems, started = Counter(), [], time.perf_counter()
@@ -139,7 +141,7 @@ def test_cli_refuses_bad_input(fmt, tmp_path):
         bucket, problem = outcome(case, rc == 0, err)
         problem = problem or refusal_problem(rc, out, err)
         if rc == 0 and not problem:
-            con = open_db(db)
+            con = store.open(db)
             try:
                 problem = accepted_problem(con, out.split())
             finally:
@@ -148,7 +150,7 @@ def test_cli_refuses_bad_input(fmt, tmp_path):
         if problem:
             problems.append(f"{case.kind}: {problem}")
     report("CLI", fmt, tally, time.perf_counter() - started)
-    con = open_db(db)
+    con = store.open(db)
     after = snapshot(con)
     con.close()
     assert not problems, "\n".join(problems)
@@ -176,7 +178,7 @@ def test_cli_subprocess_sample(tmp_path):
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    from polytrace.server.settings import Settings
+    from polytrace.settings import Settings
 
     db = good_db(tmp_path_factory.mktemp("api") / "server.duckdb")
     with LiveServer(Settings(db=str(db))) as srv:

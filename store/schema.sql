@@ -2,6 +2,12 @@
 -- Keys are run_id (VARCHAR) and step (INTEGER). Statements are idempotent so that
 -- opening an existing database re-applies them safely.
 
+-- The schema's recorded version and the aggregate definitions' digest (store/migrate.py).
+CREATE TABLE IF NOT EXISTS store_meta (
+    key   VARCHAR PRIMARY KEY, -- schema_version or aggregates
+    value VARCHAR              -- the version number, or the digest of store/aggregates/*.sql
+);
+
 -- One row per ingested run.
 CREATE TABLE IF NOT EXISTS runs (
     run_id           VARCHAR PRIMARY KEY, -- short stable id derived from the content hash

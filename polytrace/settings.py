@@ -1,26 +1,36 @@
-"""Server settings from POLYTRACE_* environment variables."""
+"""Every POLYTRACE_* setting, read and checked in one place (pydantic-settings)."""
 from __future__ import annotations
 
 import ipaddress
 import json
+import os
 from functools import lru_cache
+from pathlib import Path
 from typing import Annotated
 
-from pydantic import Field, field_validator
+from pydantic import ByteSize, Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+PREFIX = "POLYTRACE_"
+
+
+class SettingsError(Exception):
+    """A POLYTRACE_* variable with a value that cannot be used; one line naming it."""
 
 
 class Settings(BaseSettings):
     """Every field reads POLYTRACE_<FIELD>; e.g. POLYTRACE_QUERY_TIMEOUT_MS=30000."""
 
-    model_config = SettingsConfigDict(env_prefix="POLYTRACE_")
+    model_config = SettingsConfigDict(env_prefix=PREFIX)
 
+    # The DuckDB file of the CLI, `connect()` and the server.
     db: str = "polytrace.duckdb"
     # A Parquet lake (polytrace export / ingest --lake) to serve instead of db, read-only.
     lake: str | None = None
     host: str = "127.0.0.1"
     port: int = Field(8000, ge=0, le=65535)
-    max_upload_bytes: int = Field(2 * 1024**3, gt=0)
+    # Sizes take a number of bytes or a unit: 2GiB, 512MB.
+    max_upload_bytes: ByteSize = Field(ByteSize(2 * 1024**3), gt=0)
     query_timeout_ms: int = Field(10_000, gt=0)
     row_cap: int = Field(100_000, gt=0)
     # Rows of recent query answers kept in memory (emptied by every upload and delete); 0 is off.
@@ -29,6 +39,12 @@ class Settings(BaseSettings):
     token: str | None = None
     # Origins allowed by CORS: comma-separated or a JSON list; empty means CORS is off.
     cors_origins: Annotated[list[str], NoDecode] = []
+    # Parse worker processes for a multi-file ingest (default: one per core; 1 parses in-process).
+    parse_jobs: int | None = Field(None, ge=1)
+    # Largest decompressed size accepted from one compressed file or archive member.
+    max_inflate_bytes: ByteSize = Field(ByteSize(8 * 1024**3), gt=0)
+    # A directory of a site's own .sql queries in the catalog's format.
+    extra_queries: Path | None = None
 
     @field_validator("cors_origins", mode="before")
     @classmethod
@@ -36,7 +52,10 @@ class Settings(BaseSettings):
         if isinstance(value, str):
             text = value.strip()
             if text.startswith("["):
-                return json.loads(text)
+                try:
+                    return json.loads(text)
+                except ValueError:
+                    raise ValueError("not a JSON list of origins") from None
             return [o.strip() for o in text.split(",") if o.strip()]
         return value
 
@@ -66,6 +85,21 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-@lru_cache(maxsize=1)
-def get_settings() -> Settings:
-    return Settings()
+def load(**overrides) -> Settings:
+    """Settings from the environment, with `overrides` (command-line flags) on top."""
+    try:
+        return Settings(**overrides)
+    except ValidationError as e:
+        first = e.errors()[0]
+        name = f"{PREFIX}{str(first['loc'][0]).upper()}" if first.get("loc") else PREFIX + "*"
+        raise SettingsError(f"setting {name}: {first['msg']}") from None
+
+
+def get() -> Settings:
+    """The settings as the environment says now (cached while it says the same)."""
+    return _cached(tuple(sorted((k, v) for k, v in os.environ.items() if k.startswith(PREFIX))))
+
+
+@lru_cache(maxsize=8)
+def _cached(environment: tuple) -> Settings:
+    return load()

@@ -1,0 +1,1 @@
+"""Benchmarks: each script measures one target against a baseline in the same process tree."""

@@ -1,0 +1,151 @@
+"""DuckDB connections with PolyTrace's policy: one writer that keeps the schema current, read-only
+readers, no external access, transactions, registered Arrow data and time limits."""
+from __future__ import annotations
+
+import heapq
+import itertools
+import threading
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterator
+
+import duckdb
+
+from polytrace.store import migrate
+from polytrace.store.errors import StoreError, Timeout
+
+# External access stays off: ingest hands DuckDB Arrow data, never file paths.
+POLICY = {"enable_external_access": False}
+
+
+def open(path: str | Path, mode: str = "w") -> duckdb.DuckDBPyConnection:  # noqa: A001 (the store's verb)
+    """A PolyTrace database at `path` (":memory:" for a throwaway one).
+
+    mode "w": the one writer; creates the file if need be, applies the schema and upgrades
+    an older database (aggregates recomputed). mode "r": read-only; the file must exist and
+    be current, else StoreError names the command that upgrades it.
+    """
+    if mode not in ("r", "w"):
+        raise ValueError(f"mode must be 'r' or 'w', not {mode!r}")
+    where = str(path)
+    if mode == "r" and where != ":memory:" and not Path(where).is_file():
+        raise StoreError(f"no database at {where} (ingest a run first: polytrace ingest PATH --db {where})")
+    try:
+        con = duckdb.connect(where, read_only=mode == "r", config=POLICY)
+    except duckdb.Error as e:
+        raise StoreError(f"cannot open database {where}: {str(e).splitlines()[0]}") from None
+    try:
+        if mode == "w":
+            migrate.ensure(con)
+        else:
+            problem = migrate.problem(con)
+            if problem:
+                raise StoreError(f"{where}: {problem}")
+    except BaseException:
+        con.close()
+        raise
+    return con
+
+
+@contextmanager
+def transaction(con: duckdb.DuckDBPyConnection) -> Iterator[duckdb.DuckDBPyConnection]:
+    """BEGIN … COMMIT, or ROLLBACK on any exception (which passes on)."""
+    con.execute("BEGIN TRANSACTION")
+    try:
+        yield con
+        con.execute("COMMIT")
+    except BaseException:
+        try:
+            con.execute("ROLLBACK")
+        except duckdb.Error:
+            pass  # an aborted transaction (e.g. disk full) may already be gone
+        raise
+
+
+@contextmanager
+def read_snapshot(con: duckdb.DuckDBPyConnection) -> Iterator[duckdb.DuckDBPyConnection]:
+    """A read-only transaction: it cannot write, and sees one snapshot."""
+    con.execute("BEGIN TRANSACTION READ ONLY")
+    try:
+        yield con
+    finally:
+        try:
+            con.execute("ROLLBACK")
+        except duckdb.Error:
+            pass
+
+
+@contextmanager
+def registered(con: duckdb.DuckDBPyConnection, name: str, data: Any) -> Iterator[str]:
+    """Arrow data (a table, record batch reader or dataset) visible to SQL as `name` for the block."""
+    con.register(name, data)
+    try:
+        yield name
+    finally:
+        con.unregister(name)
+
+
+class Watchdog:
+    """One thread that interrupts connections past their deadline (a Timer thread per query
+    costs more than a dashboard query)."""
+
+    def __init__(self):
+        self._due: list[tuple[float, int, Any]] = []
+        self._live: set[int] = set()
+        self._ids = itertools.count()
+        self._wake = threading.Condition()
+        threading.Thread(target=self._run, name="polytrace-watchdog", daemon=True).start()
+
+    def arm(self, con, timeout_ms: int) -> int:
+        token = next(self._ids)
+        entry = (time.monotonic() + timeout_ms / 1000, token, con)
+        with self._wake:
+            heapq.heappush(self._due, entry)
+            self._live.add(token)
+            if self._due[0] is entry:  # only a new earliest deadline needs the thread awake
+                self._wake.notify()
+        return token
+
+    def disarm(self, token: int) -> None:
+        with self._wake:
+            self._live.discard(token)
+
+    def _run(self) -> None:
+        with self._wake:
+            while True:
+                while self._due and self._due[0][1] not in self._live:
+                    heapq.heappop(self._due)
+                if not self._due:
+                    self._wake.wait()
+                    continue
+                deadline, token, con = self._due[0]
+                if time.monotonic() < deadline:
+                    self._wake.wait(deadline - time.monotonic())
+                    continue
+                heapq.heappop(self._due)
+                self._live.discard(token)
+                con.interrupt()
+
+
+_watchdog: Watchdog | None = None
+_watchdog_lock = threading.Lock()
+
+
+@contextmanager
+def time_limit(con, timeout_ms: int | None, what: str) -> Iterator[None]:
+    """Interrupt `con` (DuckDB, or anything with interrupt()) after timeout_ms; Timeout names
+    the setting that raises the limit."""
+    global _watchdog
+    if timeout_ms is None:
+        yield
+        return
+    with _watchdog_lock:
+        _watchdog = _watchdog or Watchdog()
+    token = _watchdog.arm(con, timeout_ms)
+    try:
+        yield
+    except duckdb.InterruptException:
+        raise Timeout(f"{what} exceeded {timeout_ms} ms (raise POLYTRACE_QUERY_TIMEOUT_MS)") from None
+    finally:
+        _watchdog.disarm(token)

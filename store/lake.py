@@ -1,0 +1,218 @@
+"""The Parquet lake: `table=<name>/run_id=<id>/part-0.parquet`, written by export and read by
+DuckDB (an in-memory connection whose canonical tables are views of the files) or Spark."""
+from __future__ import annotations
+
+import shutil
+import tempfile
+from functools import lru_cache
+from pathlib import Path
+
+import duckdb
+import pyarrow as pa
+
+from polytrace.store import migrate
+from polytrace.store.connection import read_snapshot
+from polytrace.store.errors import StoreError
+from polytrace.store.runs import RUN_ID, data_tables, exists
+
+PART_FILE = "part-0.parquet"
+# run_id is the partition key, so it lives in the directory name, never in the files
+# (Spark refuses a column that is both in the files and in the partition path).
+# ingest_id is a local sequence number; a restored history gets fresh ones.
+LOCAL_COLUMNS = {"ingests": ("run_id", "ingest_id")}
+# DuckDB 2.0.x's window_self_join optimizer drops a filter on a Hive partition column on
+# one side of the self-join it builds for window functions: wrong rows, no error
+# (tests/test_lake_engine.py keeps a regression test against the native tables).
+LAKE_SETTINGS = ("SET disabled_optimizers = 'window_self_join'",)
+
+
+# ---- layout ---------------------------------------------------------------------------------
+
+def partition_dir(root: Path, table: str, run_id: str) -> Path:
+    return root / f"table={table}" / f"run_id={run_id}"
+
+
+def is_lake(path: Path) -> bool:
+    """A directory holding at least one `table=<name>` subdirectory."""
+    return path.is_dir() and any(
+        p.is_dir() and p.name.startswith("table=") for p in path.iterdir())
+
+
+def lake_tables(root: Path) -> dict[str, Path]:
+    """Table name -> its directory, for every `table=<name>` directory of the lake."""
+    return {p.name.partition("=")[2]: p for p in sorted(root.iterdir())
+            if p.is_dir() and p.name.startswith("table=")}
+
+
+def partitions(table_dir: Path) -> dict[str, Path]:
+    """run_id -> partition directory, for every `run_id=<id>` directory of one table."""
+    return {p.name.partition("=")[2]: p for p in sorted(table_dir.iterdir())
+            if p.is_dir() and p.name.startswith("run_id=")}
+
+
+def lake_dataset(table_dir: Path):
+    """One table's files as a pyarrow Dataset that streams from disk, run_id read as text."""
+    # Imported here: pyarrow.dataset pulls in pandas, which every other ingest can skip.
+    import pyarrow.dataset as ds
+
+    # A partition named run_id=0001 is an id, not the number 1.
+    partitioning = ds.partitioning(pa.schema([("run_id", pa.string())]), flavor="hive")
+    return ds.dataset(table_dir, format="parquet", partitioning=partitioning)
+
+
+def table_glob(root: Path, table: str) -> str:
+    return str(root.resolve() / f"table={table}" / "*" / "*.parquet")
+
+
+# ---- writing: export ------------------------------------------------------------------------
+
+def export_runs(con: duckdb.DuckDBPyConnection, run_ids: list[str], out: Path) -> dict[str, int]:
+    """Write every table's rows of these runs under `out`, replacing only their partitions.
+
+    All runs are read in one snapshot and staged in a hidden directory inside `out`;
+    each partition then replaces the old one by a rename, so readers never see a
+    half-written file. Returns rows written per table.
+    """
+    _check_runs(con, run_ids)
+    tables = ["runs", "ingests", *data_tables(con)]
+    staging = staging_dir(out, ".export-")
+    try:
+        rows = _stage(con, run_ids, tables, staging)
+        for run_id in run_ids:
+            for table in tables:
+                _publish(partition_dir(staging, table, run_id), partition_dir(out, table, run_id),
+                         staging / "replaced" / table / run_id)
+    except OSError as e:
+        raise StoreError(f"cannot write a lake at {out}: {e.strerror or e}") from None
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return rows
+
+
+def _check_runs(con, run_ids: list[str]) -> None:
+    if not run_ids:
+        raise StoreError("name at least one run to export")
+    for run_id in run_ids:
+        if not RUN_ID.match(run_id):
+            raise StoreError(f"run id {run_id!r} cannot name a lake partition")
+        if not exists(con, run_id):
+            raise StoreError(f"no run {run_id!r} in this database (see `polytrace query runs`)")
+
+
+def staging_dir(lake: Path, prefix: str) -> Path:
+    """A new hidden directory inside the lake (created if need be), for files about to be published."""
+    try:
+        lake.mkdir(parents=True, exist_ok=True)
+        return Path(tempfile.mkdtemp(prefix=prefix, dir=lake))
+    except OSError as e:
+        raise StoreError(f"cannot write a lake at {lake}: {e.strerror}") from None
+
+
+def _stage(con, run_ids: list[str], tables: list[str], staging: Path) -> dict[str, int]:
+    rows = dict.fromkeys(tables, 0)
+    with read_snapshot(con):
+        for run_id in run_ids:
+            for table in tables:
+                rows[table] += _write_partition(con, table, run_id,
+                                                partition_dir(staging, table, run_id))
+    return rows
+
+
+def _write_partition(con, table: str, run_id: str, target: Path) -> int:
+    """One table's rows of one run as a Parquet file; a run without rows gets an empty file,
+    so that the lake always carries every table's schema."""
+    import pyarrow.parquet as pq  # where used: it is not needed to start up
+
+    excluded = ", ".join(f'"{c}"' for c in LOCAL_COLUMNS.get(table, ("run_id",)))
+    reader = con.sql(f'SELECT * EXCLUDE ({excluded}) FROM "{table}" WHERE run_id = $run_id',
+                     params={"run_id": run_id}).to_arrow_reader(1 << 17)
+    target.mkdir(parents=True)
+    written = 0
+    with pq.ParquetWriter(target / PART_FILE, reader.schema, compression="zstd") as writer:
+        for batch in reader:
+            writer.write_batch(batch)
+            written += batch.num_rows
+    return written
+
+
+def _publish(staged: Path, dest: Path, trash: Path) -> None:
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    if dest.exists():
+        trash.parent.mkdir(parents=True, exist_ok=True)
+        dest.rename(trash)
+    staged.rename(dest)
+
+
+# ---- reading: DuckDB over the lake -----------------------------------------------------------
+
+@lru_cache(maxsize=1)
+def canonical_schema() -> tuple[dict[str, list[tuple[str, str]]], dict[str, str]]:
+    """Every canonical table's (column, type) list in order, and every view's SQL."""
+    con = duckdb.connect()
+    try:
+        migrate.ensure(con)
+        tables: dict[str, list[tuple[str, str]]] = {}
+        for table, column, type_ in con.execute(
+                "SELECT table_name, column_name, data_type FROM duckdb_columns() "
+                "WHERE table_name IN (SELECT table_name FROM duckdb_tables()) "
+                "AND table_name != 'store_meta' ORDER BY table_name, column_index").fetchall():
+            tables.setdefault(table, []).append((column, type_))
+        views = dict(con.execute(
+            "SELECT view_name, sql FROM duckdb_views() WHERE NOT internal ORDER BY view_name").fetchall())
+    finally:
+        con.close()
+    return tables, views
+
+
+def _literal(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def _scan(table: str, root: Path) -> str:
+    return (f"read_parquet({_literal(table_glob(root, table))}, hive_partitioning = true, "
+            "hive_types = {'run_id': 'VARCHAR'})")
+
+
+def _view_sql(con, table: str, columns: list[tuple[str, str]], root: Path) -> str:
+    """The lake's files as the canonical table: its columns in order and with their types;
+    a column the files lack (an older export, or a local id like ingests.ingest_id) is NULL."""
+    scan = _scan(table, root)
+    found = dict(con.execute(f"SELECT column_name, column_type FROM (DESCRIBE SELECT * FROM {scan})")
+                 .fetchall())
+    cols = []
+    for name, type_ in columns:
+        if name not in found:
+            cols.append(f'NULL::{type_} AS "{name}"')
+        elif found[name] != type_:
+            cols.append(f'"{name}"::{type_} AS "{name}"')
+        else:
+            cols.append(f'"{name}"')
+    return f"SELECT {', '.join(cols)} FROM {scan}"
+
+
+def open_lake(root: str | Path) -> duckdb.DuckDBPyConnection:
+    """An in-memory connection over the lake at root; it can read nothing else.
+
+    Tables the lake lacks stay empty; the canonical views (step_timings, ...) sit on top.
+    """
+    root = Path(root)
+    if not is_lake(root):
+        raise StoreError(f"{root} is not a Parquet lake (no table=<name> directory; "
+                         "write one with `polytrace export` or `polytrace ingest --lake`)")
+    tables, views = canonical_schema()
+    con = duckdb.connect()
+    for setting in LAKE_SETTINGS:
+        con.execute(setting)
+    migrate.ensure(con)
+    present = lake_tables(root)
+    for table, columns in tables.items():
+        if table in present and any(present[table].glob("*/*.parquet")):
+            sql = _view_sql(con, table, columns, root)
+            con.execute(f'DROP TABLE "{table}"')
+            con.execute(f'CREATE VIEW "{table}" AS {sql}')
+    for sql in views.values():
+        con.execute(sql.replace("CREATE VIEW", "CREATE OR REPLACE VIEW", 1))
+    con.execute(f"SET allowed_directories = [{_literal(str(root.resolve()) + '/')}]")
+    con.execute("SET enable_external_access = false")
+    con.execute("SET lock_configuration = true")
+    return con

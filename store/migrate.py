@@ -1,0 +1,91 @@
+"""The schema's version: a writer brings an older database up to date on open; a reader says how.
+
+`schema_version` counts changes to the canonical tables (a new version adds its statements
+to MIGRATIONS); `aggregates` is a digest of the aggregate definitions, so that a changed
+definition recomputes every run's aggregates, even when nobody remembered to bump a number.
+"""
+from __future__ import annotations
+
+from importlib import resources
+
+import duckdb
+
+from polytrace.store import aggregates
+from polytrace.store.errors import StoreError
+
+SCHEMA_VERSION = 2
+# version -> statements that bring a database of version - 1 to it. Version 1 is every
+# database written before the version was recorded; its tables are a subset of today's,
+# so schema.sql (all IF NOT EXISTS) brings it up to date.
+MIGRATIONS: dict[int, tuple[str, ...]] = {2: ()}
+UPGRADE_HINT = "upgrade it with `polytrace migrate --db {path}` (or open it once with `polytrace serve`)"
+
+
+def schema_sql() -> str:
+    return resources.files("polytrace.store").joinpath("schema.sql").read_text()
+
+
+def _meta(con: duckdb.DuckDBPyConnection) -> dict[str, str] | None:
+    """The database's recorded versions; None when it has no PolyTrace schema at all."""
+    tables = {r[0] for r in con.execute(
+        "SELECT table_name FROM duckdb_tables() WHERE database_name = current_database() "
+        "AND schema_name = 'main'").fetchall()}
+    if "runs" not in tables:
+        return None
+    if "store_meta" not in tables:
+        return {"schema_version": "1"}
+    return dict(con.execute("SELECT key, value FROM store_meta").fetchall())
+
+
+def problem(con: duckdb.DuckDBPyConnection) -> str | None:
+    """Why a reader cannot use this database as it is, or None."""
+    meta = _meta(con)
+    if meta is None:
+        return "not a PolyTrace database (no runs table)"
+    version = int(meta.get("schema_version", "1"))
+    if version > SCHEMA_VERSION:
+        return (f"written by a newer PolyTrace (schema {version}; this one reads {SCHEMA_VERSION}): "
+                "upgrade PolyTrace")
+    if version < SCHEMA_VERSION or meta.get("aggregates") != aggregates.digest():
+        return (f"written by an older PolyTrace (schema {version}, this one reads {SCHEMA_VERSION}); "
+                + UPGRADE_HINT.format(path=_path(con)))
+    return None
+
+
+def _path(con) -> str:
+    rows = con.execute("SELECT path FROM duckdb_databases() WHERE database_name = current_database()").fetchall()
+    return rows[0][0] if rows and rows[0][0] else "FILE"
+
+
+def ensure(con: duckdb.DuckDBPyConnection) -> list[str]:
+    """Create or upgrade the schema in place; returns the runs whose aggregates were recomputed."""
+    meta = _meta(con) or {}
+    version = int(meta.get("schema_version", SCHEMA_VERSION if not meta else 1))
+    if version > SCHEMA_VERSION:
+        raise StoreError(f"this database was written by a newer PolyTrace (schema {version}; "
+                         f"this one reads {SCHEMA_VERSION}): upgrade PolyTrace")
+    con.execute(schema_sql())
+    for v in range(version + 1, SCHEMA_VERSION + 1):
+        for statement in MIGRATIONS[v]:
+            con.execute(statement)
+    recompute = bool(meta) and meta.get("aggregates") != aggregates.digest()
+    if recompute:
+        aggregates.drop(con)
+    aggregates.create(con)
+    runs = _recompute_all(con) if recompute else []
+    con.execute("INSERT OR REPLACE INTO store_meta VALUES ('schema_version', ?), ('aggregates', ?)",
+                [str(SCHEMA_VERSION), aggregates.digest()])
+    return runs
+
+
+def _recompute_all(con) -> list[str]:
+    runs = [r[0] for r in con.execute("SELECT run_id FROM runs ORDER BY run_id").fetchall()]
+    con.execute("BEGIN TRANSACTION")
+    try:
+        for run_id in runs:
+            aggregates.materialize(con, run_id)
+        con.execute("COMMIT")
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+    return runs
