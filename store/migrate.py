@@ -1,11 +1,14 @@
 """The schema's version: a writer brings an older database up to date on open; a reader says how.
 
-`schema_version` counts changes to the canonical tables (a new version adds its statements
-to MIGRATIONS); `aggregates` is a digest of the aggregate definitions, so that a changed
-definition recomputes every run's aggregates, even when nobody remembered to bump a number.
+`schema_version` counts changes that need statements of their own (MIGRATIONS: an ALTER, a
+backfill). `schema` is a digest of schema.sql, whose statements are all IF NOT EXISTS: a new
+table or view is applied by the next writer. `aggregates` is a digest of the aggregate
+definitions: a changed definition recomputes every run's aggregates. The digests catch a
+change even when nobody remembered to bump a number.
 """
 from __future__ import annotations
 
+import hashlib
 from importlib import resources
 
 import duckdb
@@ -23,6 +26,10 @@ UPGRADE_HINT = "upgrade it with `polytrace migrate --db {path}` (or open it once
 
 def schema_sql() -> str:
     return resources.files("polytrace.store").joinpath("schema.sql").read_text()
+
+
+def schema_digest() -> str:
+    return hashlib.sha256(schema_sql().encode()).hexdigest()[:16]
 
 
 def _meta(con: duckdb.DuckDBPyConnection) -> dict[str, str] | None:
@@ -46,7 +53,8 @@ def problem(con: duckdb.DuckDBPyConnection) -> str | None:
     if version > SCHEMA_VERSION:
         return (f"written by a newer PolyTrace (schema {version}; this one reads {SCHEMA_VERSION}): "
                 "upgrade PolyTrace")
-    if version < SCHEMA_VERSION or meta.get("aggregates") != aggregates.digest():
+    if (version < SCHEMA_VERSION or meta.get("aggregates") != aggregates.digest()
+            or meta.get("schema") != schema_digest()):
         return (f"written by an older PolyTrace (schema {version}, this one reads {SCHEMA_VERSION}); "
                 + UPGRADE_HINT.format(path=_path(con)))
     return None
@@ -73,8 +81,8 @@ def ensure(con: duckdb.DuckDBPyConnection) -> list[str]:
         aggregates.drop(con)
     aggregates.create(con)
     runs = _recompute_all(con) if recompute else []
-    con.execute("INSERT OR REPLACE INTO store_meta VALUES ('schema_version', ?), ('aggregates', ?)",
-                [str(SCHEMA_VERSION), aggregates.digest()])
+    con.execute("INSERT OR REPLACE INTO store_meta VALUES ('schema_version', ?), ('schema', ?), "
+                "('aggregates', ?)", [str(SCHEMA_VERSION), schema_digest(), aggregates.digest()])
     return runs
 
 

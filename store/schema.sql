@@ -4,8 +4,8 @@
 
 -- The schema's recorded version and the aggregate definitions' digest (store/migrate.py).
 CREATE TABLE IF NOT EXISTS store_meta (
-    key   VARCHAR PRIMARY KEY, -- schema_version or aggregates
-    value VARCHAR              -- the version number, or the digest of store/aggregates/*.sql
+    key   VARCHAR PRIMARY KEY, -- schema_version, schema or aggregates
+    value VARCHAR              -- the version number, or the digest of schema.sql or of store/aggregates/*.sql
 );
 
 -- One row per ingested run.

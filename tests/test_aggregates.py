@@ -126,3 +126,18 @@ def test_readers_refuse_what_is_not_a_current_polytrace_database(tmp_path):
     con.close()
     with pytest.raises(store.StoreError, match="newer PolyTrace"):
         store.open(tmp_path / "newer.duckdb", "w")
+
+
+def test_a_new_table_in_the_schema_reaches_older_databases(db_path):
+    con = store.open(db_path)
+    con.execute("DROP TABLE whatif")  # as a database written before the table existed
+    con.execute("UPDATE store_meta SET value = 'older' WHERE key = 'schema'")
+    con.close()
+    with pytest.raises(store.StoreError, match="polytrace migrate"):
+        store.open(db_path, "r")
+    store.open(db_path, "w").close()
+    con = store.open(db_path, "r")
+    try:
+        assert con.execute("SELECT count(*) FROM whatif").fetchall() == [(0,)]
+    finally:
+        con.close()
