@@ -39,6 +39,9 @@ class Settings(BaseSettings):
     token: str | None = None
     # Origins allowed by CORS: comma-separated or a JSON list; empty means CORS is off.
     cors_origins: Annotated[list[str], NoDecode] = []
+    # Host names the server answers to besides loopback ones and `host` (comma-separated or a
+    # JSON list); "*" answers any. Others get 400: the DNS-rebinding defence.
+    allowed_hosts: Annotated[list[str], NoDecode] = []
     # Parse worker processes for a multi-file ingest (default: one per core; 1 parses in-process).
     parse_jobs: int | None = Field(None, ge=1)
     # Largest decompressed size accepted from one compressed file or archive member.
@@ -46,16 +49,16 @@ class Settings(BaseSettings):
     # A directory of a site's own .sql queries in the catalog's format.
     extra_queries: Path | None = None
 
-    @field_validator("cors_origins", mode="before")
+    @field_validator("cors_origins", "allowed_hosts", mode="before")
     @classmethod
-    def _split_origins(cls, value):
+    def _split_list(cls, value):
         if isinstance(value, str):
             text = value.strip()
             if text.startswith("["):
                 try:
                     return json.loads(text)
                 except ValueError:
-                    raise ValueError("not a JSON list of origins") from None
+                    raise ValueError("not a JSON list") from None
             return [o.strip() for o in text.split(",") if o.strip()]
         return value
 

@@ -1,11 +1,13 @@
 """The FastAPI application factory."""
 from __future__ import annotations
 
+import secrets
 from contextlib import asynccontextmanager
 
-from fastapi import FastAPI
+from fastapi import FastAPI, Request
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.openapi.docs import get_swagger_ui_html
+from fastapi.responses import HTMLResponse
 from fastapi.staticfiles import StaticFiles
 from swagger_ui_bundle import swagger_ui_path
 
@@ -14,6 +16,7 @@ from polytrace.server import errors
 from polytrace.server.db import Database
 from polytrace.server.responses import Json
 from polytrace.server.routers import api, pages
+from polytrace.server.security import HostCheck, SecurityHeaders, csrf_token
 from polytrace.settings import Settings
 
 VERSION = "0.1.0"
@@ -34,11 +37,16 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                               "Every error answers {\"ok\": false, \"error\": \"...\", \"status\": N}.")
     app.state.settings = settings
     app.state.db = db
+    app.state.secret = secrets.token_bytes(32)
+    app.state.csrf_token = csrf_token(app.state.secret)
     errors.install(app)
     if settings.cors_origins:
         app.add_middleware(CORSMiddleware, allow_origins=settings.cors_origins,
                            allow_methods=["GET", "POST", "DELETE"],
                            allow_headers=["Authorization", "Content-Type"])
+    # outermost last: the Host check runs first, then every answer gets the security headers
+    app.add_middleware(SecurityHeaders)
+    app.add_middleware(HostCheck, settings=settings)
     app.include_router(api.build_router())
     _offline_docs(app)
     pages.mount(app)
@@ -51,8 +59,11 @@ def _offline_docs(app: FastAPI) -> None:
     app.mount("/docs-static", StaticFiles(directory=swagger_ui_path), name="docs-static")
 
     @app.get("/docs", include_in_schema=False)
-    async def docs():
-        return get_swagger_ui_html(openapi_url=app.openapi_url, title="PolyTrace API",
+    async def docs(request: Request):
+        page = get_swagger_ui_html(openapi_url=app.openapi_url, title="PolyTrace API",
                                    swagger_js_url="/docs-static/swagger-ui-bundle.js",
                                    swagger_css_url="/docs-static/swagger-ui.css",
                                    swagger_favicon_url="/docs-static/favicon-32x32.png")
+        # Swagger UI starts from an inline script: give it this response's CSP nonce
+        nonce = request.state.csp_nonce
+        return HTMLResponse(page.body.replace(b"<script>", f'<script nonce="{nonce}">'.encode()))

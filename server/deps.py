@@ -9,6 +9,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from polytrace.server.db import Database
 from polytrace.server.errors import ApiError
+from polytrace.server.security import check_same_origin
 from polytrace.settings import Settings
 
 _bearer = HTTPBearer(auto_error=False, scheme_name="token",
@@ -46,9 +47,18 @@ def require_writable(db: DbDep) -> None:
                        "add runs with `polytrace ingest --lake` or `polytrace export`", {"Allow": "GET"})
 
 
+def require_same_origin(request: Request, settings: SettingsDep) -> None:
+    """Without a token, browser writes must come from this server's own pages (CSRF)."""
+    if settings.token is None:
+        check_same_origin(request.headers, request.headers.get("host", ""), settings,
+                          request.app.state.secret)
+
+
 def require_writer(_writable: Annotated[None, Depends(require_writable)],
-                   _token: Annotated[None, Depends(require_token)]) -> None:
-    """Uploads and deletes: a writable database, and the bearer token when one is set."""
+                   _token: Annotated[None, Depends(require_token)],
+                   _origin: Annotated[None, Depends(require_same_origin)]) -> None:
+    """Uploads and deletes: a writable database, the bearer token when one is set, and
+    without one, a same-origin request."""
 
 
 WriterDep = Depends(require_writer)

@@ -34,12 +34,22 @@ class Json(JSONResponse):
 
 
 def negotiate(accept: str | None) -> str:
-    """The first format the Accept header names that we serve; JSON otherwise."""
-    for item in (accept or "").split(","):
-        kind = item.split(";")[0].strip().lower()
-        if kind in _ACCEPT:
-            return _ACCEPT[kind]
-    return "json"
+    """The format the Accept header prefers most (highest q, then first named) among those we
+    serve; a type with q=0 is refused; JSON otherwise."""
+    offers = []
+    for i, item in enumerate((accept or "").split(",")):
+        kind, *params = (part.strip() for part in item.split(";"))
+        q = 1.0
+        for param in params:
+            key, _, value = param.partition("=")
+            if key.strip().lower() == "q":
+                try:
+                    q = float(value)
+                except ValueError:
+                    q = 0.0
+        if kind.lower() in _ACCEPT and q > 0:
+            offers.append((-q, i, _ACCEPT[kind.lower()]))
+    return min(offers)[2] if offers else "json"
 
 
 def _disposition(name: str, fmt: str) -> dict[str, str]:

@@ -7,7 +7,7 @@
     tokenInput.value = localStorage.getItem("polytrace-token") || "";
     tokenInput.addEventListener("change", () => localStorage.setItem("polytrace-token", tokenInput.value));
   }
-  const authHeaders = () => tokenInput && tokenInput.value ? {Authorization: `Bearer ${tokenInput.value}`} : {};
+  const authHeaders = () => PolyAuth.headers();
 
   function cell(tr, text, cls) {
     const td = tr.insertCell();

@@ -8,11 +8,9 @@ const PolyWhatIf = {
       button.disabled = true;
       status.className = "status";
       status.textContent = "Simulating every dispatch policy over the run's steps…";
-      const token = localStorage.getItem("polytrace-token");
       let res, body;
       try {
-        res = await fetch(button.dataset.url, {method: "POST",
-                                               headers: token ? {Authorization: `Bearer ${token}`} : {}});
+        res = await fetch(button.dataset.url, {method: "POST", headers: PolyAuth.headers()});
         body = await res.json().catch(() => ({error: `${res.status} ${res.statusText}`}));
       } catch (e) {
         res = {ok: false}; body = {error: `request failed: ${e.message}`};
