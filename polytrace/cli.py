@@ -269,6 +269,36 @@ def cmd_synth(args) -> int:
     return 0
 
 
+SIMULATE_COLUMNS = ["step", "policy", "engine", "n", "tokens", "max_len", "predicted_s", "idle_frac",
+                    "speedup", "oracle"]
+FORECAST_COLUMNS = ["step", "stage", "measured_s", "predicted_s"]
+
+
+def _engine_count(value: str) -> tuple[str, float]:
+    """--engines E (a count) or xK (K times the recorded engines)."""
+    text = value.strip().lower()
+    try:
+        number = float(text[1:]) if text.startswith("x") else int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a count E or a multiple xK, got {value!r}") from None
+    return ("x" if text.startswith("x") else "=", number)
+
+
+def _multiple(engines: tuple[str, float]) -> float:
+    if not engines[1] > 0:
+        raise CliError(f"--engines x{engines[1]:g}: the multiple must be positive")
+    return engines[1]
+
+
+def _engines_for_samples(engines, con, run_id: str) -> int | None:
+    """An absolute engine count for the per-sample simulation; xK scales the run's dp ranks."""
+    if engines is None or engines[0] == "=":
+        return None if engines is None else int(engines[1])
+    _multiple(engines)
+    recorded = con.execute("SELECT 1 + max(dp_rank) FROM samples WHERE run_id = ?", [run_id]).fetchone()[0]
+    return max(1, round(engines[1] * (recorded or 1)))
+
+
 def cmd_simulate(args) -> int:
     import dataclasses
 
@@ -276,26 +306,98 @@ def cmd_simulate(args) -> int:
 
     if (args.iterations or args.requests) and not args.compare:
         raise CliError("--iterations and --requests need --compare ENGINES_JSONL")
+    if args.validate and args.calibration != "log":
+        raise CliError("--validate forward checks a model fitted to the run's own log: "
+                       "it needs --calibration log")
+    if args.calibration == "log":
+        return _simulate_from_log(args)
     model = costmodel.load(Path(args.calibration))
     if args.engine_speed == "uniform":
         model = dataclasses.replace(model, speed={})
     policies = args.policy or list(whatif.DEFAULT_POLICIES)
     con = store.open(args.db)
     try:
-        rows = simulate.simulate(simulate.load_steps(con, args.run_id), model, policies, args.engines)
+        engines = _engines_for_samples(args.engines, con, args.run_id)
+        rows = simulate.simulate(simulate.load_steps(con, args.run_id), model, policies, engines)
         if args.store:
             whatif.store(con, args.run_id, rows, args.calibration)
     finally:
         con.close()
     if args.compare:
         return _print_comparison(rows, model, args)
-    columns = ["step", "policy", "engine", "n", "tokens", "max_len", "predicted_s", "idle_frac",
-               "speedup", "oracle"]
-    if args.output == "table":
+    _print_simulation(rows, args.output)
+    return 0
+
+
+def _print_simulation(rows: list[dict], output: str) -> None:
+    if output == "table":
         rows = [dict(r, policy=r["policy"] + (" (oracle)" if r["oracle"] else "")) for r in rows
                 if r["engine"] is None]
-    print_result(columns, [tuple(r.get(c) for c in columns) for r in rows], args.output)
+    print_result(SIMULATE_COLUMNS, [tuple(r.get(c) for c in SIMULATE_COLUMNS) for r in rows], output)
+
+
+def _simulate_from_log(args) -> int:
+    """--calibration log: fit the gen time to the run's own steps, validate it forward, ask what if."""
+    from polytrace.workload import genfit, simulate, whatif
+
+    con = store.open(args.db)
+    try:
+        cal = genfit.calibrate(con, args.run_id)
+        if cal.kind == "engine":
+            engines = _engines_for_samples(args.engines, con, args.run_id)
+            policies = args.policy or [*whatif.DEFAULT_POLICIES, _half_cap(con, args.run_id)]
+            rows = simulate.simulate(simulate.load_steps(con, args.run_id), cal.cost_model, policies, engines)
+        else:
+            rows = _step_whatif(cal, args)
+        if args.store:
+            whatif.store(con, args.run_id, rows, "log", cal.forecast)
+    finally:
+        con.close()
+    if args.compare:
+        return _print_comparison(rows, cal.cost_model, args)
+    _report_log_fit(cal)
+    if args.validate:
+        print_result(FORECAST_COLUMNS, [tuple(r[c] for c in FORECAST_COLUMNS) for r in cal.forecast],
+                     args.output)
+    else:
+        _print_simulation(rows, args.output)
     return 0
+
+
+def _half_cap(con, run_id: str) -> str:
+    """The default cap what-if of a per-sample run: half its cap (or half its longest response)."""
+    cap = con.execute("SELECT coalesce((SELECT max_response_len FROM runs WHERE run_id = ?), "
+                      "(SELECT max(response_len) FROM samples WHERE run_id = ?))", [run_id, run_id]).fetchone()[0]
+    return f"cap:{max(1, int(cap or 2) // 2)}"
+
+
+def _step_whatif(cal, args) -> list[dict]:
+    """What-if rows of a per-step (verl log) fit: as-recorded, each cap:C, and the engines."""
+    from polytrace.workload import genfit, simulate
+
+    caps, unsupported = [], []
+    for name in args.policy or ["as-recorded", f"cap:{max(1, int(cal.steps.span) // 2)}"]:
+        if name.startswith("cap:"):
+            caps.append(simulate.parse_cap(name))
+        elif name != "as-recorded":
+            unsupported.append(name)
+    if unsupported:
+        raise CliError(f"{', '.join(unsupported)}: dispatch policies need per-sample lengths with dp ranks, "
+                       "and this run has step metrics only; with --calibration log it simulates "
+                       "as-recorded, cap:C and --engines xK")
+    engines = args.engines or ("x", 2.0)
+    if engines[0] == "=":
+        raise CliError("the log does not say how many rollout engines the run used: give --engines "
+                       "as a multiple of them, e.g. --engines x2")
+    return genfit.step_whatif(cal.steps, cal.step_model, caps, [(f"x{engines[1]:g}", _multiple(engines))])
+
+
+def _report_log_fit(cal) -> None:
+    """The fitted model, its forward accuracy and the naive baseline, on stderr."""
+    print(f"model ({cal.kind}): {cal.describe}", file=sys.stderr)
+    print(f"forward validation: MAPE {cal.forward_mape:.1f}% over {len(cal.forecast)} step(s), each "
+          f"predicted from the steps before it; naive baseline (a line of gen on the longest response, "
+          f"fitted on the first half): {cal.baseline_mape:.1f}%", file=sys.stderr)
 
 
 def _print_comparison(rows: list[dict], model, args) -> int:
@@ -388,6 +490,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--port", type=int, help="port (default: $POLYTRACE_PORT or 8000)")
     p.set_defaults(func=cmd_serve)
 
+    p = sub.add_parser("findings", help="what a run's numbers say: one sentence each, most severe first")
+    p.add_argument("run_id", metavar="RUN_ID")
+    db_option(p)
+    p.add_argument("--output", choices=("text", "json"), default="text")
+    p.set_defaults(func=cmd_findings)
+
     p = sub.add_parser("migrate", help="bring a database written by an older PolyTrace up to date "
                        "(schema and per-step aggregates)")
     db_option(p)
@@ -419,12 +527,20 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("simulate", help="predict rollout time per engine and step under dispatch policies")
     p.add_argument("run_id", metavar="RUN_ID")
     db_option(p)
-    p.add_argument("--calibration", required=True, metavar="FILE",
-                   help="calib.json (grid) or iters.jsonl[.gz] (per-iteration measurements)")
+    p.add_argument("--calibration", required=True, metavar="FILE|log",
+                   help="calib.json (grid), iters.jsonl[.gz] (per-iteration measurements), or log: "
+                        "fit the gen time to the run's own steps (verl timing_s/gen and lengths, or "
+                        "rank_stage gen per engine), validated forward")
     p.add_argument("--policy", action="append", metavar="P",
                    help="as-recorded, round-robin, length-balanced (oracle), predicted-balanced, "
-                        "partial-rollout:q (repeatable; default: all, q=0.9)")
-    p.add_argument("--engines", type=int, help="rollout engines (default: the run's dp ranks)")
+                        "partial-rollout:q, cap:C (repeatable; default: all but cap, q=0.9; with "
+                        "--calibration log also cap:C at half the run's cap)")
+    p.add_argument("--engines", type=_engine_count, metavar="E|xK",
+                   help="rollout engines: a count, or a multiple of the recorded ones (default: the "
+                        "run's dp ranks; with a per-step log fit: the what-if x2)")
+    p.add_argument("--validate", choices=("forward",),
+                   help="with --calibration log: print each validated step's measured and predicted "
+                        "gen time instead of the what-if rows")
     p.add_argument("--engine-speed", choices=("uniform", "measured"), default="uniform",
                    help="measured: apply each engine's speed from an iters calibration")
     p.add_argument("--compare", metavar="ENGINES_JSONL", help="error against measured engine times")
@@ -434,10 +550,31 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--requests", metavar="REQUESTS_JSONL",
                    help="with --compare: error of each sample's predicted finish time against the "
                         "measured one, per engine (a replay's requests.jsonl)")
-    p.add_argument("--store", action="store_true", help="save results in the whatif table")
+    p.add_argument("--store", action="store_true", help="save results in the whatif table (and, with "
+                   "--calibration log, the forward validation in gen_forecast)")
     p.add_argument("--output", choices=("table", "json", "csv"), default="table")
     p.set_defaults(func=cmd_simulate)
     return parser
+
+
+def cmd_findings(args) -> int:
+    from polytrace.queries.findings import findings
+    from polytrace.store.runs import exists
+
+    con = store.open(args.db, "r")
+    try:
+        if not exists(con, args.run_id):
+            raise CliError(f"no run {args.run_id!r} in {args.db}")
+        found = findings(con, args.run_id, _limits())
+    finally:
+        con.close()
+    if args.output == "json":
+        print(json.dumps(found))
+    elif not found:
+        print(f"nothing to report on run {args.run_id}", file=sys.stderr)
+    for f in found if args.output == "text" else []:
+        print(f"{f['severity'].upper():8} {f['kind']}: {f['text']}\n{'':9}evidence: {f['evidence']}")
+    return 0
 
 
 def cmd_migrate(args) -> int:

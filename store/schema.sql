@@ -211,3 +211,17 @@ CREATE TABLE IF NOT EXISTS gpu_step_time (
     busy_us           DOUBLE,  -- union of GPU events over all streams (us)
     compute_us        DOUBLE   -- union of compute kernels (us)
 );
+
+-- Forward validation of the generation-time model fitted to the run's own log
+-- (polytrace simulate RUN --calibration log --store, workload/genfit.py): each step of the
+-- second half of those with a gen time and lengths, predicted by a model fitted only on
+-- the steps before it (an expanding window).
+CREATE TABLE IF NOT EXISTS gen_forecast (
+    run_id      VARCHAR, -- run whose steps were predicted
+    step        INTEGER, -- training step predicted
+    stage       VARCHAR, -- stage predicted: gen (the rollout)
+    measured_s  DOUBLE,  -- measured time: timing_s/gen, or the slowest engine's rank_stage gen seconds (s)
+    predicted_s DOUBLE,  -- the model's prediction from the earlier steps only (s)
+    fit_steps   INTEGER, -- how many earlier steps that model was fitted on
+    model       VARCHAR  -- log:step (per-step model on verl step metrics) or log:engine (per-engine cost model on samples)
+);

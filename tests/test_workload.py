@@ -344,6 +344,25 @@ def test_simulate_store_and_whatif_query(tmp_path, db_path, con, capsys):
     assert {r[result.columns.index("gpus")] for r in result.rows} == {2}
 
 
+def test_simulate_engines_as_a_multiple_of_the_recorded(tmp_path, db_path, con, capsys):
+    # Two recorded engines (dp ranks 0 and 1): x2 is the same simulation as 4 engines.
+    trace = tmp_path / "run"
+    write_jsonl(trace / "packed_lengths_step_0.jsonl",
+                packed_lines(0, np.array([5, 5, 5, 5]), np.array([[10, 40], [20, 30], [5, 5], [60, 1]]),
+                             np.array([0, 0, 1, 1]), tp=1))
+    run = ingest_paths(con, [trace]).run_id
+    con.close()
+    printed = {}
+    (tmp_path / "calib.json").write_text(json.dumps({"decode": [
+        {"batch": b, "context": c, "seconds": 0.001 + 0.001 * b} for b in (1, 2, 4) for c in (256, 1024)]}))
+    for engines in ("x2", "4"):
+        assert main(["simulate", run, "--db", str(db_path), "--calibration", str(tmp_path / "calib.json"),
+                     "--policy", "round-robin", "--engines", engines, "--output", "json"]) == 0
+        printed[engines] = json.loads(capsys.readouterr().out)
+    assert printed["x2"] == printed["4"]
+    assert {r["engine"] for r in printed["x2"] if r["policy"] == "round-robin"} == {0, 1, 2, 3, None}
+
+
 def test_simulate_cli_errors_are_one_line(db_path, capsys):
     assert main(["simulate", "nope", "--db", str(db_path), "--calibration", str(db_path)]) == 2
     err = capsys.readouterr().err

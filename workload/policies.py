@@ -12,6 +12,7 @@ POLICY_NOTES = {
     "length-balanced": "oracle bound: longest-first on the true lengths, then moves off the slowest engine",
     "predicted-balanced": "longest-first on lengths predicted from the previous step (by prompt-length decile)",
     "partial-rollout": "as recorded, generation stops at the q-quantile length; the rest continues next step",
+    "cap": "as recorded, every response cut at C tokens (a lower max_response_length)",
 }
 
 

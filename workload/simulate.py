@@ -15,7 +15,7 @@ from polytrace.workload.policies import (
     round_robin,
 )
 
-POLICIES = ("as-recorded", "round-robin", "length-balanced", "predicted-balanced", "partial-rollout:q")
+POLICIES = ("as-recorded", "round-robin", "length-balanced", "predicted-balanced", "partial-rollout:q", "cap:C")
 
 
 @dataclass
@@ -102,9 +102,22 @@ def parse_policy(name: str) -> tuple[str, float | None]:
         if not 0 < value <= 1:
             raise WorkloadError(f"partial-rollout:q needs 0 < q <= 1, got {name!r}")
         return "partial-rollout", value
+    if name.startswith("cap:"):
+        return "cap", parse_cap(name)
     if name not in POLICIES:
         raise WorkloadError(f"unknown policy {name!r}; known: {', '.join(POLICIES)}")
     return name, None
+
+
+def parse_cap(name: str) -> float:
+    """C of a cap:C policy: a response-length cap of at least one token."""
+    try:
+        cap = float(name.partition(":")[2])
+    except ValueError:
+        cap = 0.0
+    if not cap >= 1:
+        raise WorkloadError(f"cap:C needs a response-length cap C >= 1 (tokens), got {name!r}")
+    return cap
 
 
 def simulate(steps: list[Step], model: CostModel, policies: list[str], engines: int | None = None
@@ -139,6 +152,8 @@ def _run_policy(steps, model, policy, q, engines, recorded) -> list[dict]:
         prompts, lengths, n_engines = s.prompt_len, s.response_len, engines
         if policy == "as-recorded":
             assign, n_engines = s.dp_rank, recorded
+        elif policy == "cap":
+            assign, n_engines, lengths = s.dp_rank, recorded, np.minimum(lengths, int(q))
         elif policy == "round-robin":
             assign = round_robin(s.prompt_id, engines)
         elif policy == "length-balanced":

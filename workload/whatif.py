@@ -12,17 +12,35 @@ WHATIF_COLUMNS = ("step", "policy", "engine", "n", "tokens", "max_len", "predict
                   "speedup")
 
 
-def store(con, run_id: str, rows: list[dict], calibration: str) -> int:
-    """Replace the run's stored results for the simulated policies, in one transaction."""
+FORECAST_COLUMNS = ("step", "stage", "measured_s", "predicted_s", "fit_steps", "model")
+
+
+def store(con, run_id: str, rows: list[dict], calibration: str, forecast: list[dict] | None = None) -> int:
+    """Replace the run's stored results for the simulated policies, in one transaction.
+
+    Rows of another calibration go too: every policy's speedup is against the as-recorded
+    rows, so one run's table holds one calibration. The engines:xK what-if is not stored:
+    the whatif queries count GPU-hours at the job's GPU count, which more engines change.
+    A forecast (genfit's forward validation) replaces the run's gen_forecast rows.
+    """
+    rows = [r for r in rows if not r["policy"].startswith("engines:")]
     policies = sorted({r["policy"] for r in rows})
-    data = pa.table({c: [r.get(c) for r in rows] for c in WHATIF_COLUMNS})
+    tables = {"_whatif": pa.table({c: [r.get(c) for r in rows] for c in WHATIF_COLUMNS})}
+    if forecast is not None:
+        tables["_forecast"] = pa.table({c: [r.get(c) for r in forecast] for c in FORECAST_COLUMNS})
     con.execute("BEGIN TRANSACTION")
     try:
-        con.execute("DELETE FROM whatif WHERE run_id = ? AND list_contains(?, policy)", [run_id, policies])
-        con.register("_whatif", data)
+        con.execute("DELETE FROM whatif WHERE run_id = ? AND (list_contains(?, policy) "
+                    "OR calibration IS DISTINCT FROM ?)", [run_id, policies, calibration])
+        for name, data in tables.items():
+            con.register(name, data)
         con.execute("INSERT INTO whatif BY NAME SELECT ? AS run_id, *, ? AS calibration FROM _whatif",
                     [run_id, calibration])
-        con.unregister("_whatif")
+        if forecast is not None:
+            con.execute("DELETE FROM gen_forecast WHERE run_id = ?", [run_id])
+            con.execute("INSERT INTO gen_forecast BY NAME SELECT ? AS run_id, * FROM _forecast", [run_id])
+        for name in tables:
+            con.unregister(name)
         con.execute("COMMIT")
     except BaseException:
         con.execute("ROLLBACK")

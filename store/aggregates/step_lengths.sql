@@ -16,10 +16,13 @@
 -- @column kept_prompts BIGINT  Distinct prompts with kept.
 -- @column used_prompts BIGINT  Distinct prompts with used.
 -- @column used_tokens BIGINT  Response tokens of samples with used (trained on); 0 without a filter.
+-- @column at_max BIGINT  Responses exactly as long as the step's longest (a cap shows as many of them).
 -- @column response_p50 DOUBLE  quantile_cont(response_len, 0.5).
 -- @column response_p90 DOUBLE  quantile_cont(response_len, 0.9).
 -- @column response_p99 DOUBLE  quantile_cont(response_len, 0.99).
 CREATE TABLE step_lengths AS
+WITH longest AS (
+    SELECT step, max(response_len) AS response_max FROM samples WHERE run_id = $run_id GROUP BY step)
 SELECT * EXCLUDE (q), q[1] AS response_p50, q[2] AS response_p90, q[3] AS response_p99
 FROM (
     SELECT
@@ -40,8 +43,10 @@ FROM (
         bool_or(s.kept IS NOT NULL OR s.used IS NOT NULL) AS filtered,
         count(DISTINCT s.prompt_id) FILTER (WHERE s.kept) AS kept_prompts,
         count(DISTINCT s.prompt_id) FILTER (WHERE s.used) AS used_prompts,
-        coalesce(sum(s.response_len) FILTER (WHERE s.used)::BIGINT, 0) AS used_tokens
+        coalesce(sum(s.response_len) FILTER (WHERE s.used)::BIGINT, 0) AS used_tokens,
+        count(*) FILTER (WHERE s.response_len = x.response_max) AS at_max
     FROM samples s
     JOIN runs r ON r.run_id = s.run_id
+    JOIN longest x ON x.step = s.step
     WHERE s.run_id = $run_id
     GROUP BY s.run_id, s.step)
