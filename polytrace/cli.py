@@ -228,8 +228,15 @@ def cmd_serve(args) -> int:
 
 
 def cmd_demo(args) -> int:
-    from polytrace.demo import DemoDbError, build, fresh_db_path
+    from polytrace.demo import DemoDbError, build, fresh_db_path, math_facts, write_traces
 
+    if args.write:
+        folders = write_traces(Path(args.write), seed=args.seed)
+        facts = math_facts()
+        print(f"wrote the demo's trace files (seed {args.seed}); ingest them with:", file=sys.stderr)
+        print(f"polytrace ingest {folders['math']} --max-response-len {facts['max_response_len']} "
+              f"--gpus {facts['n_gpus']}\npolytrace ingest {folders['agent']}")
+        return 0
     try:
         db = fresh_db_path(args.db)
     except DemoDbError as e:
@@ -238,7 +245,9 @@ def cmd_demo(args) -> int:
     run_ids = build(db, seed=args.seed)
     host = args.host or "127.0.0.1"
     port = args.port or 8000
-    print(f"PolyTrace demo: http://{host}:{port}/runs/{run_ids[0]}")
+    print(f"PolyTrace demo at http://{host}:{port}/ with its database at {db}: uploads there land in it")
+    for run_id in run_ids:
+        print(f"  http://{host}:{port}/runs/{run_id}")
     sys.stdout.flush()
     return cmd_serve(argparse.Namespace(db=str(db), host=host, port=port))
 
@@ -507,6 +516,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--host", help="address to bind (default: 127.0.0.1)")
     p.add_argument("--port", type=int, help="port (default: 8000)")
     p.add_argument("--seed", type=int, default=0, help="synthesis seed (default: 0)")
+    p.add_argument("--write", metavar="DIR", help="only write the demo's trace files into DIR "
+                   "(math/ and agent/) and print how to ingest them; serve nothing")
     p.set_defaults(func=cmd_demo)
 
     p = sub.add_parser("synth", help="synthesize a workload from published parameters or an ingested run")

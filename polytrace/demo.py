@@ -11,7 +11,7 @@ from polytrace.ingest.load import ingest_paths
 
 # Every demo run's name starts with this; a database holding only such runs may be rebuilt.
 DEMO_PREFIX = "demo: "
-MATH_RUN = DEMO_PREFIX + "DAPO math, synthetic (4 DP ranks)"
+MATH_RUN = DEMO_PREFIX + "DAPO math, synthetic (4 rollout engines, 8 GPUs)"
 AGENT_RUN = DEMO_PREFIX + "tool-use agent, synthetic (multi-turn)"
 
 
@@ -50,29 +50,40 @@ def fresh_db_path(db: str | None) -> Path:
     return path
 
 
-def build(db: Path, seed: int = 0) -> list[str]:
-    """Write the synthetic traces to a temp dir and ingest them; returns the run ids."""
+def write_traces(out: Path, seed: int = 0) -> dict[str, Path]:
+    """The demo's synthetic trace files, as a user would have them: math/ (a DAPO run's packed
+    lengths, reward timings, filter, verl log and profiler traces) and agent/ (multi-turn)."""
     from polytrace.workload import demo as synthetic
 
+    folders = {"math": out / "math", "agent": out / "agent"}
+    for folder in folders.values():
+        folder.mkdir(parents=True, exist_ok=True)
+    synthetic.write_demo_traces(folders["math"], seed=seed)
+    synthetic.write_demo_agent_traces(folders["agent"], seed=seed)
+    return folders
+
+
+def math_facts() -> dict[str, int]:
+    """What packed logs do not carry, given as `ingest --max-response-len/--gpus` would give it."""
+    from polytrace.workload import demo as synthetic
+
+    return {"max_response_len": synthetic.CAP, "n_gpus": synthetic.DP * synthetic.TP}
+
+
+def build(db: Path, seed: int = 0) -> list[str]:
+    """Write the synthetic traces to a temp dir and ingest them; returns the run ids."""
+    from polytrace.workload.whatif import simulate_and_store
+
     con = store.open(db)
-    run_ids = []
     try:
         with tempfile.TemporaryDirectory(prefix="polytrace-demo-traces-") as tmp:
-            math_dir = Path(tmp) / "math"
-            math_dir.mkdir()
-            synthetic.write_demo_traces(math_dir, seed=seed)
-            # Packed logs do not carry the cap or the GPU count: given as `ingest
-            # --max-response-len/--gpus` would give them, so the cap finding shows.
-            facts = {"max_response_len": synthetic.CAP, "n_gpus": synthetic.DP * synthetic.TP}
-            run_ids.append(ingest_paths(con, [math_dir], name=MATH_RUN, run_overrides=facts).run_id)
+            folders = write_traces(Path(tmp), seed)
+            math_run = ingest_paths(con, [folders["math"]], name=MATH_RUN,
+                                    run_overrides=math_facts()).run_id
             # The What if section: the math run simulated under every dispatch policy with
             # the cost model built into the code (calibrated on the shared H200 replay).
-            from polytrace.workload.whatif import simulate_and_store
-            simulate_and_store(con, run_ids[0])
-            agent_dir = Path(tmp) / "agent"
-            agent_dir.mkdir()
-            synthetic.write_demo_agent_traces(agent_dir, seed=seed)
-            run_ids.append(ingest_paths(con, [agent_dir], name=AGENT_RUN).run_id)
+            simulate_and_store(con, math_run)
+            agent_run = ingest_paths(con, [folders["agent"]], name=AGENT_RUN).run_id
     finally:
         con.close()
-    return run_ids
+    return [math_run, agent_run]

@@ -1,6 +1,7 @@
 """Shared fixtures: real DuckDB files, the shared trace data, and a real uvicorn server."""
 from __future__ import annotations
 
+import os
 import socket
 import threading
 import time
@@ -11,15 +12,31 @@ import pytest
 from polytrace import store
 
 ROOT = Path(__file__).resolve().parent.parent
-SHARED_DATA = ROOT.parent / "shared" / "data"
+# The real traces (../shared/data beside a checkout); POLYTRACE_TEST_DATA points elsewhere.
+SHARED_DATA = Path(os.environ.get("POLYTRACE_TEST_DATA") or ROOT.parent / "shared" / "data")
+NO_DATA = (f"the real traces are not at {SHARED_DATA}: set POLYTRACE_TEST_DATA to the shared data "
+           "folder (polytrace/, verl-logs/, kineto/, gpu-replay-h200/)")
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 
 
 @pytest.fixture
 def shared_data() -> Path:
     if not SHARED_DATA.is_dir():
-        pytest.skip("../shared/data is absent")
+        skip_for_data()
     return SHARED_DATA
+
+
+def skip_for_data() -> None:
+    """Skip a test that needs the real traces, or fail it where they are required (CI)."""
+    if os.environ.get("POLYTRACE_REQUIRE_TEST_DATA"):
+        pytest.fail(NO_DATA)
+    pytest.skip(NO_DATA)
+
+
+def pytest_terminal_summary(terminalreporter):
+    skipped = [r for r in terminalreporter.stats.get("skipped", []) if NO_DATA in str(r.longrepr)]
+    if skipped:
+        terminalreporter.write_line(f"{len(skipped)} tests skipped: {NO_DATA}", yellow=True)
 
 
 @pytest.fixture

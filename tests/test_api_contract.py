@@ -23,7 +23,7 @@ from polytrace.ingest.contract import IngestError
 from polytrace.ingest.load import ingest_paths
 from polytrace.queries.catalog import load_catalog
 from polytrace.settings import Settings
-from tests.conftest import SHARED_DATA, LiveServer
+from tests.conftest import SHARED_DATA, LiveServer, skip_for_data
 
 # One run per kind of input, so that every query has a run it has rows for.
 RUN_INPUTS = {
@@ -82,7 +82,7 @@ def cli_json(db, name: str, params: dict[str, str]) -> list[dict]:
 def served(tmp_path_factory):
     """A server on a database of real runs, plus a copy of that database for the CLI."""
     if not SHARED_DATA.is_dir():
-        pytest.skip("../shared/data is absent")
+        skip_for_data()
     root = tmp_path_factory.mktemp("contract")
     runs = _ingest_all(root / "server.duckdb")
     shutil.copy(root / "server.duckdb", root / "cli.duckdb")  # the server holds the file's lock

@@ -47,10 +47,10 @@ def browser():
 def three_runs(tmp_path_factory, browser):
     """One server for the read-only tests: the DAPO run, its second recording, and rLLM."""
     from polytrace.settings import Settings
-    from tests.conftest import SHARED_DATA, LiveServer
+    from tests.conftest import SHARED_DATA, LiveServer, skip_for_data
 
     if not SHARED_DATA.is_dir():
-        pytest.skip("../shared/data is absent")
+        skip_for_data()
     db = tmp_path_factory.mktemp("browser") / "three.duckdb"
     ids = ingest(db, SHARED_DATA / DAPO, SHARED_DATA / DAPO_AGAIN, SHARED_DATA / RLLM)
     srv = LiveServer(Settings(db=str(db))).__enter__()
