@@ -12,15 +12,15 @@
 -- @param bench_run VARCHAR  The replay (benchmark) run.
 -- @param formal_run VARCHAR  The original (formal) run it replays.
 -- @param align VARCHAR = index  Pair steps by position ('index') or by step number ('step').
--- @column idx INTEGER  0-based position of the bench step among the bench run's timed steps.
--- @column bench_step INTEGER  Step in the bench run.
--- @column formal_step INTEGER  Step in the formal run it is compared with.
+-- @column idx INTEGER fmt=count  0-based position of the bench step among the bench run's timed steps.
+-- @column bench_step INTEGER fmt=count  Step in the bench run.
+-- @column formal_step INTEGER fmt=count  Step in the formal run it is compared with.
 -- @column stage VARCHAR  Stage (timing_s/<stage>).
--- @column bench_s DOUBLE  Stage time in the bench run (s).
--- @column formal_s DOUBLE  Stage time in the formal run (s).
--- @column error_pct DOUBLE  (bench_s - formal_s) / formal_s * 100.
--- @column step_accuracy DOUBLE  100 - mean |error_pct| over this step's stages (%).
--- @column accuracy DOUBLE  100 - mean |error_pct| over every paired step and stage (%).
+-- @column bench_s DOUBLE fmt=s  Stage time in the bench run (s).
+-- @column formal_s DOUBLE fmt=s  Stage time in the formal run (s).
+-- @column error_pct DOUBLE fmt=pct100  (bench_s - formal_s) / formal_s * 100.
+-- @column step_accuracy DOUBLE fmt=pct100  100 - mean |error_pct| over this step's stages (%).
+-- @column accuracy DOUBLE fmt=pct100  100 - mean |error_pct| over every paired step and stage (%).
 -- @chart heatmap x=bench_step y=stage z=error_pct xlabel="bench step" ylabel="stage" title="Replay error per stage (%)"
 WITH stage_order (stage, ord) AS (
     VALUES ('gen', 1), ('reward', 2), ('old_log_prob', 3), ('ref', 4), ('values', 5),

@@ -5,14 +5,14 @@
 -- used for training, and the share of response tokens generated but never trained on.
 -- Only steps with filter information are listed.
 -- @param run_id VARCHAR  Run to analyse.
--- @column step INTEGER  Training (workload) step.
--- @column prompts BIGINT  Prompts generated in the step.
--- @column kept BIGINT  Prompts that passed the filter.
--- @column used BIGINT  Prompts that went into the training batch.
--- @column response_tokens BIGINT  Response tokens generated (tokens).
--- @column trained_tokens BIGINT  Response tokens of used prompts (tokens).
--- @column wasted_tokens BIGINT  response_tokens - trained_tokens (tokens).
--- @column wasted_token_frac DOUBLE  wasted_tokens / response_tokens.
+-- @column step INTEGER fmt=count  Training (workload) step.
+-- @column prompts BIGINT fmt=count  Prompts generated in the step.
+-- @column kept BIGINT fmt=count  Prompts that passed the filter.
+-- @column used BIGINT fmt=count  Prompts that went into the training batch.
+-- @column response_tokens BIGINT fmt=tokens  Response tokens generated (tokens).
+-- @column trained_tokens BIGINT fmt=tokens  Response tokens of used prompts (tokens).
+-- @column wasted_tokens BIGINT fmt=tokens  response_tokens - trained_tokens (tokens).
+-- @column wasted_token_frac DOUBLE fmt=pct  wasted_tokens / response_tokens.
 -- @chart stacked x=step y=trained_tokens,wasted_tokens xlabel="step" ylabel="response tokens (tokens)" title="Generated tokens: trained on vs filtered away"
 SELECT
     step,

@@ -8,18 +8,13 @@
 -- is not in the trace, are ignored, as HTA does.
 -- @param run_id VARCHAR  Run to analyse.
 -- @param include_last_step BOOLEAN = false  Keep the GPU events of the last ProfilerStep window (HTA drops them).
--- @column rank INTEGER  Global rank.
--- @column kernel_time_us DOUBLE  Last GPU event end minus first GPU event start (us).
--- @column compute_pct DOUBLE  Time some compute kernel runs, over kernel_time_us (%).
--- @column non_compute_pct DOUBLE  Time only communication or memory runs, over kernel_time_us (%).
--- @column idle_pct DOUBLE  Time no GPU event runs, over kernel_time_us (%).
+-- @column rank INTEGER fmt=count  Global rank.
+-- @column kernel_time_us DOUBLE fmt=us  Last GPU event end minus first GPU event start (us).
+-- @column compute_pct DOUBLE fmt=pct100  Time some compute kernel runs, over kernel_time_us (%).
+-- @column non_compute_pct DOUBLE fmt=pct100  Time only communication or memory runs, over kernel_time_us (%).
+-- @column idle_pct DOUBLE fmt=pct100  Time no GPU event runs, over kernel_time_us (%).
 -- @chart stacked x=rank y=compute_pct,non_compute_pct,idle_pct xlabel="rank" ylabel="share of kernel time (%)" title="GPU time per rank"
-SELECT
-    rank,
-    kernel_time_us,
-    100 * compute_us / NULLIF(kernel_time_us, 0) AS compute_pct,
-    100 * (busy_us - compute_us) / NULLIF(kernel_time_us, 0) AS non_compute_pct,
-    100 * (kernel_time_us - busy_us) / NULLIF(kernel_time_us, 0) AS idle_pct
-FROM gpu_step_time
-WHERE run_id = $run_id AND include_last_step = $include_last_step AND step IS NULL
+SELECT rank, kernel_time_us, compute_pct, non_compute_pct, idle_pct
+FROM gpu_shares
+WHERE include_last_step = $include_last_step AND step IS NULL
 ORDER BY rank

@@ -7,15 +7,15 @@
 -- long_gap_share says which dominates. Same last-step rule as gpu_time (HTA's).
 -- @param run_id VARCHAR  Run to analyse.
 -- @param include_last_step BOOLEAN = false  Keep the GPU events of the last ProfilerStep window (HTA drops them).
--- @column rank INTEGER  Global rank.
--- @column stream INTEGER  CUDA/HIP stream.
--- @column events BIGINT  GPU events on the stream.
--- @column gaps BIGINT  Positive gaps between consecutive events.
--- @column gap_p50_us DOUBLE  Median gap (us).
--- @column gap_p90_us DOUBLE  90th percentile gap (us).
--- @column gap_max_us DOUBLE  Longest gap (us).
--- @column idle_us DOUBLE  Sum of the gaps (us).
--- @column long_gap_share DOUBLE  Share of idle_us in gaps over 1 ms (0-1).
+-- @column rank INTEGER fmt=count  Global rank.
+-- @column stream INTEGER fmt=count  CUDA/HIP stream.
+-- @column events BIGINT fmt=count  GPU events on the stream.
+-- @column gaps BIGINT fmt=count  Positive gaps between consecutive events.
+-- @column gap_p50_us DOUBLE fmt=us  Median gap (us).
+-- @column gap_p90_us DOUBLE fmt=us  90th percentile gap (us).
+-- @column gap_max_us DOUBLE fmt=us  Longest gap (us).
+-- @column idle_us DOUBLE fmt=us  Sum of the gaps (us).
+-- @column long_gap_share DOUBLE fmt=pct  Share of idle_us in gaps over 1 ms (0-1).
 -- @chart bar x=rank y=long_gap_share color=stream xlabel="rank" ylabel="share of idle time in gaps > 1 ms" title="Long idle gaps per rank and stream"
 WITH ev AS (
     SELECT rank, stream, ts_us, ts_us + dur_us AS end_us

@@ -8,18 +8,13 @@
 -- (HTA's rule, see gpu_time); include_last_step = true shows it.
 -- @param run_id VARCHAR  Run to analyse.
 -- @param include_last_step BOOLEAN = false  Show the last ProfilerStep window too (HTA drops it).
--- @column rank INTEGER  Global rank.
--- @column step INTEGER  Profiler step.
--- @column kernel_time_us DOUBLE  The step's last GPU event end minus its first start (us).
--- @column idle_us DOUBLE  Time in that span when no GPU event runs (us).
--- @column idle_pct DOUBLE  100 * idle_us / kernel_time_us (%).
+-- @column rank INTEGER fmt=count  Global rank.
+-- @column step INTEGER fmt=count  Profiler step.
+-- @column kernel_time_us DOUBLE fmt=us  The step's last GPU event end minus its first start (us).
+-- @column idle_us DOUBLE fmt=us  Time in that span when no GPU event runs (us).
+-- @column idle_pct DOUBLE fmt=pct100  100 * idle_us / kernel_time_us (%).
 -- @chart heatmap x=step y=rank z=idle_pct xlabel="profiler step" ylabel="rank" title="GPU idle % per rank and step"
-SELECT
-    rank,
-    step,
-    kernel_time_us,
-    kernel_time_us - busy_us AS idle_us,
-    100 * (kernel_time_us - busy_us) / NULLIF(kernel_time_us, 0) AS idle_pct
-FROM gpu_step_time
-WHERE run_id = $run_id AND include_last_step = $include_last_step AND step IS NOT NULL
+SELECT rank, step, kernel_time_us, idle_us, idle_pct
+FROM gpu_shares
+WHERE include_last_step = $include_last_step AND step IS NOT NULL
 ORDER BY rank, step

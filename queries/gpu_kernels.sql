@@ -9,15 +9,15 @@
 -- @param include_last_step BOOLEAN = false  Keep the GPU events of the last ProfilerStep window (HTA drops them).
 -- @param rank INTEGER = NULL  Only this rank; NULL for every rank.
 -- @param top INTEGER = 10  Kernels kept per rank and category.
--- @column rank INTEGER  Global rank.
+-- @column rank INTEGER fmt=count  Global rank.
 -- @column category VARCHAR  compute, communication or memory.
--- @column place BIGINT  1 for the kernel with the most total time in the rank's category.
+-- @column place BIGINT fmt=count  1 for the kernel with the most total time in the rank's category.
 -- @column name VARCHAR  Kernel name as the profiler wrote it.
--- @column calls BIGINT  Times it ran.
--- @column total_us DOUBLE  Summed duration (us).
--- @column mean_us DOUBLE  total_us / calls (us).
--- @column share_pct DOUBLE  Its share of the rank's summed GPU event time (%).
--- @column category_share_pct DOUBLE  Its share of the rank's summed time in its category (%).
+-- @column calls BIGINT fmt=count  Times it ran.
+-- @column total_us DOUBLE fmt=us  Summed duration (us).
+-- @column mean_us DOUBLE fmt=us  total_us / calls (us).
+-- @column share_pct DOUBLE fmt=pct100  Its share of the rank's summed GPU event time (%).
+-- @column category_share_pct DOUBLE fmt=pct100  Its share of the rank's summed time in its category (%).
 -- @chart table
 WITH names AS (
     SELECT DISTINCT name_id, name FROM kernel_names WHERE run_id = $run_id

@@ -7,16 +7,16 @@
 -- collective starts latest arrived last: a straggler the others waited for. Start times
 -- are compared on the traces' clocks, which must be synchronised across ranks.
 -- @param run_id VARCHAR  Run to analyse.
--- @column step INTEGER  Profiler step.
--- @column rank INTEGER  Global rank.
--- @column dur_us DOUBLE  The rank's ProfilerStep window length (us).
--- @column ranks BIGINT  Ranks with this step.
--- @column max_dur_us DOUBLE  Slowest rank's window length in the step (us).
--- @column mean_dur_us DOUBLE  Mean window length over the step's ranks (us).
--- @column max_over_mean DOUBLE  max_dur_us / mean_dur_us: 1 is perfectly balanced.
--- @column slowest_rank INTEGER  Rank with the longest window (lowest rank on ties).
--- @column last_comm_lag_us DOUBLE  Start of the rank's last communication kernel in the step, after the earliest such start over ranks (us); NULL without one.
--- @column last_comm_spread_us DOUBLE  Latest minus earliest last-communication-kernel start over the step's ranks (us).
+-- @column step INTEGER fmt=count  Profiler step.
+-- @column rank INTEGER fmt=count  Global rank.
+-- @column dur_us DOUBLE fmt=us  The rank's ProfilerStep window length (us).
+-- @column ranks BIGINT fmt=count  Ranks with this step.
+-- @column max_dur_us DOUBLE fmt=us  Slowest rank's window length in the step (us).
+-- @column mean_dur_us DOUBLE fmt=us  Mean window length over the step's ranks (us).
+-- @column max_over_mean DOUBLE fmt=x  max_dur_us / mean_dur_us: 1 is perfectly balanced.
+-- @column slowest_rank INTEGER fmt=count  Rank with the longest window (lowest rank on ties).
+-- @column last_comm_lag_us DOUBLE fmt=us  Start of the rank's last communication kernel in the step, after the earliest such start over ranks (us); NULL without one.
+-- @column last_comm_spread_us DOUBLE fmt=us  Latest minus earliest last-communication-kernel start over the step's ranks (us).
 -- @chart heatmap x=step y=rank z=dur_us xlabel="profiler step" ylabel="rank" title="Profiler step length per rank"
 WITH windows AS (
     SELECT step, rank, max(dur_us) AS dur_us

@@ -14,28 +14,28 @@
 -- The unions are computed once at ingest, into gpu_step_time (ingest/gpu_time.py).
 -- @param run_id VARCHAR  Run to analyse.
 -- @param include_last_step BOOLEAN = false  Keep the GPU events of the last ProfilerStep window (HTA drops them).
--- @column rank INTEGER  Global rank.
--- @column step INTEGER  Profiler step; NULL on the rank's whole-trace row.
--- @column kernel_time_us DOUBLE  Last GPU event end minus first GPU event start (us).
--- @column busy_us DOUBLE  Time at least one GPU event runs, on any stream (us).
--- @column idle_us DOUBLE  kernel_time_us - busy_us (us).
--- @column compute_us DOUBLE  Time at least one compute kernel runs (us).
--- @column non_compute_us DOUBLE  busy_us - compute_us: communication and memory not overlapped by compute (us).
--- @column idle_pct DOUBLE  100 * idle_us / kernel_time_us (%).
--- @column compute_pct DOUBLE  100 * compute_us / kernel_time_us (%).
--- @column non_compute_pct DOUBLE  100 * non_compute_us / kernel_time_us (%).
+-- @column rank INTEGER fmt=count  Global rank.
+-- @column step INTEGER fmt=count  Profiler step; NULL on the rank's whole-trace row.
+-- @column kernel_time_us DOUBLE fmt=us  Last GPU event end minus first GPU event start (us).
+-- @column busy_us DOUBLE fmt=us  Time at least one GPU event runs, on any stream (us).
+-- @column idle_us DOUBLE fmt=us  kernel_time_us - busy_us (us).
+-- @column compute_us DOUBLE fmt=us  Time at least one compute kernel runs (us).
+-- @column non_compute_us DOUBLE fmt=us  busy_us - compute_us: communication and memory not overlapped by compute (us).
+-- @column idle_pct DOUBLE fmt=pct100  100 * idle_us / kernel_time_us (%).
+-- @column compute_pct DOUBLE fmt=pct100  100 * compute_us / kernel_time_us (%).
+-- @column non_compute_pct DOUBLE fmt=pct100  100 * non_compute_us / kernel_time_us (%).
 -- @chart table
 SELECT
     rank,
     step,
     kernel_time_us,
     busy_us,
-    kernel_time_us - busy_us AS idle_us,
+    idle_us,
     compute_us,
-    busy_us - compute_us AS non_compute_us,
-    100 * (kernel_time_us - busy_us) / NULLIF(kernel_time_us, 0) AS idle_pct,
-    100 * compute_us / NULLIF(kernel_time_us, 0) AS compute_pct,
-    100 * (busy_us - compute_us) / NULLIF(kernel_time_us, 0) AS non_compute_pct
-FROM gpu_step_time
-WHERE run_id = $run_id AND include_last_step = $include_last_step
+    non_compute_us,
+    idle_pct,
+    compute_pct,
+    non_compute_pct
+FROM gpu_shares
+WHERE include_last_step = $include_last_step
 ORDER BY rank, step NULLS FIRST

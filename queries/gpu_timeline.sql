@@ -10,13 +10,13 @@
 -- @param rank INTEGER = NULL  Rank to show; NULL for the lowest.
 -- @param step INTEGER = NULL  Profiler step to show; NULL for the rank's first.
 -- @param max_bars INTEGER = 4000  Above this many events, bars are merged per time bin.
--- @column rank INTEGER  Global rank shown.
--- @column step INTEGER  Profiler step shown; NULL when the rank has no steps (its whole trace).
--- @column stream INTEGER  CUDA/HIP stream: the lane.
--- @column start_us DOUBLE  Bar start after the window start (us).
--- @column dur_us DOUBLE  Bar length: last end minus first start of its events (us).
--- @column busy_us DOUBLE  Summed duration of its events (us).
--- @column events BIGINT  Events merged into the bar (1 when not downsampled).
+-- @column rank INTEGER fmt=count  Global rank shown.
+-- @column step INTEGER fmt=count  Profiler step shown; NULL when the rank has no steps (its whole trace).
+-- @column stream INTEGER fmt=count  CUDA/HIP stream: the lane.
+-- @column start_us DOUBLE fmt=us  Bar start after the window start (us).
+-- @column dur_us DOUBLE fmt=us  Bar length: last end minus first start of its events (us).
+-- @column busy_us DOUBLE fmt=us  Summed duration of its events (us).
+-- @column events BIGINT fmt=count  Events merged into the bar (1 when not downsampled).
 -- @column category VARCHAR  compute, communication or memory (the most common one in a merged bar).
 -- @column name VARCHAR  Kernel name, or 'N events' for a merged bar.
 -- @chart timeline x=start_us y=stream z=dur_us color=category xlabel="time in step (us)" ylabel="stream" title="GPU timeline"

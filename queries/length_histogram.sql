@@ -6,13 +6,13 @@
 -- @param run_id VARCHAR  Run to analyse.
 -- @param step_from INTEGER = NULL  First step to count (inclusive); empty for the run's first step.
 -- @param step_to INTEGER = NULL  Last step to count (inclusive); empty for the run's last step.
--- @column bin INTEGER  Bin index: 0 holds length 0; bin k >= 1 holds lengths in [2^(k-1), 2^k).
--- @column bin_lo BIGINT  Shortest length in the bin (tokens).
--- @column bin_hi BIGINT  Exclusive upper bound of the bin (tokens).
+-- @column bin INTEGER fmt=count  Bin index: 0 holds length 0; bin k >= 1 holds lengths in [2^(k-1), 2^k).
+-- @column bin_lo BIGINT fmt=tokens  Shortest length in the bin (tokens).
+-- @column bin_hi BIGINT fmt=tokens  Exclusive upper bound of the bin (tokens).
 -- @column label VARCHAR  The bin's lengths as text, e.g. 512-1023 (tokens).
--- @column responses BIGINT  Responses in the bin; empty bins between the shortest and longest are listed with 0.
--- @column share DOUBLE  responses / all responses in the step range.
--- @column cum_share DOUBLE  Share of responses in this bin or a shorter one.
+-- @column responses BIGINT fmt=count  Responses in the bin; empty bins between the shortest and longest are listed with 0.
+-- @column share DOUBLE fmt=pct  responses / all responses in the step range.
+-- @column cum_share DOUBLE fmt=pct  Share of responses in this bin or a shorter one.
 -- @chart hist x=label y=responses xlabel="response length (tokens, log2 bins)" ylabel="responses" title="Response length histogram"
 WITH counts AS (
     SELECT bin, sum(responses)::BIGINT AS responses

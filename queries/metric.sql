@@ -5,8 +5,8 @@
 -- the keys a run has).
 -- @param run_id VARCHAR  Run to analyse.
 -- @param key VARCHAR  Metric key as logged, e.g. timing_s/gen or critic/score/mean.
--- @column step INTEGER  Training step.
--- @column value DOUBLE  The metric's value at that step.
+-- @column step INTEGER fmt=count  Training step.
+-- @column value DOUBLE fmt=count  The metric's value at that step.
 -- @chart line x=step y=value xlabel="step" ylabel="value" title="Metric over steps"
 SELECT step, value
 FROM step_metrics

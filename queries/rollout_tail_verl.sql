@@ -9,53 +9,33 @@
 -- .../generation_timing/min. `long_tail` marks steps whose slowest sample took more than
 -- 3x the mean generation time (NULL when the log has no mean).
 -- @param run_id VARCHAR  Run to analyse.
--- @column step INTEGER  Training step.
--- @column gen_s DOUBLE  timing_s/gen: the whole rollout stage (s).
--- @column slowest_generate_s DOUBLE  Generation time of the slowest sample or worker (s).
--- @column fastest_generate_s DOUBLE  Generation time of the fastest sample or worker (s).
--- @column mean_generate_s DOUBLE  timing_s/agent_loop/generate_sequences/mean: mean generation time per sample (s).
--- @column slowest_share DOUBLE  slowest_generate_s / gen_s: share of the gen stage spent waiting on the slowest.
--- @column slowest_response_len DOUBLE  timing_s/agent_loop/slowest/response_length: response tokens of the slowest sample.
--- @column response_mean DOUBLE  response_length/mean (tokens).
--- @column response_max DOUBLE  response_length/max (tokens).
--- @column response_clip_ratio DOUBLE  response_length/clip_ratio: share of responses cut at the length cap.
--- @column response_tail_ratio DOUBLE  response_max / response_mean.
+-- @column step INTEGER fmt=count  Training step.
+-- @column gen_s DOUBLE fmt=s  timing_s/gen: the whole rollout stage (s).
+-- @column slowest_generate_s DOUBLE fmt=s  Generation time of the slowest sample or worker (s).
+-- @column fastest_generate_s DOUBLE fmt=s  Generation time of the fastest sample or worker (s).
+-- @column mean_generate_s DOUBLE fmt=s  timing_s/agent_loop/generate_sequences/mean: mean generation time per sample (s).
+-- @column slowest_share DOUBLE fmt=pct  slowest_generate_s / gen_s: share of the gen stage spent waiting on the slowest.
+-- @column slowest_response_len DOUBLE fmt=tokens  timing_s/agent_loop/slowest/response_length: response tokens of the slowest sample.
+-- @column response_mean DOUBLE fmt=tokens  response_length/mean (tokens).
+-- @column response_max DOUBLE fmt=tokens  response_length/max (tokens).
+-- @column response_clip_ratio DOUBLE fmt=pct  response_length/clip_ratio: share of responses cut at the length cap.
+-- @column response_tail_ratio DOUBLE fmt=x  response_max / response_mean.
 -- @column long_tail BOOLEAN  slowest_generate_s > 3 * mean_generate_s.
 -- @chart line x=step y=gen_s,slowest_generate_s,mean_generate_s xlabel="step" ylabel="time (s)" title="Slowest generation vs the gen stage"
-WITH w AS (
-    SELECT
-        step,
-        max(value) FILTER (WHERE key = 'timing_s/gen') AS gen_s,
-        coalesce(max(value) FILTER (WHERE key = 'timing_s/agent_loop/slowest/generate_sequences'),
-                 max(value) FILTER (WHERE key = 'timing_s/generation_timing/max')) AS slowest_generate_s,
-        coalesce(max(value) FILTER (WHERE key = 'timing_s/agent_loop/generate_sequences/min'),
-                 max(value) FILTER (WHERE key = 'timing_s/generation_timing/min')) AS fastest_generate_s,
-        max(value) FILTER (WHERE key = 'timing_s/agent_loop/generate_sequences/mean') AS mean_generate_s,
-        max(value) FILTER (WHERE key = 'timing_s/agent_loop/slowest/response_length') AS slowest_response_len,
-        max(value) FILTER (WHERE key = 'response_length/mean') AS response_mean,
-        max(value) FILTER (WHERE key = 'response_length/max') AS response_max,
-        max(value) FILTER (WHERE key = 'response_length/clip_ratio') AS response_clip_ratio
-    FROM step_metrics
-    WHERE run_id = $run_id
-      AND key IN ('timing_s/gen', 'timing_s/agent_loop/slowest/generate_sequences',
-                  'timing_s/generation_timing/max', 'timing_s/agent_loop/generate_sequences/min',
-                  'timing_s/generation_timing/min', 'timing_s/agent_loop/generate_sequences/mean',
-                  'timing_s/agent_loop/slowest/response_length', 'response_length/mean',
-                  'response_length/max', 'response_length/clip_ratio')
-    GROUP BY step
-)
 SELECT
     step,
     gen_s,
     slowest_generate_s,
     fastest_generate_s,
     mean_generate_s,
-    slowest_generate_s / NULLIF(gen_s, 0) AS slowest_share,
+    slowest_share,
     slowest_response_len,
     response_mean,
     response_max,
     response_clip_ratio,
-    response_max / NULLIF(response_mean, 0) AS response_tail_ratio,
+    response_tail_ratio,
     slowest_generate_s > 3 * mean_generate_s AS long_tail
-FROM w
+FROM verl_steps
+WHERE coalesce(gen_s, slowest_generate_s, fastest_generate_s, mean_generate_s, slowest_response_len,
+               response_mean, response_max, response_clip_ratio) IS NOT NULL
 ORDER BY step

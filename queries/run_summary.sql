@@ -7,94 +7,45 @@
 -- the data.
 -- @param run_id VARCHAR  Run to summarise.
 -- @column run_id VARCHAR  The run.
--- @column steps BIGINT  Steps with samples, step metrics, rank stage timings or profiler (ProfilerStep) windows.
--- @column samples BIGINT  Responses in the run.
--- @column rollout_idle_frac_mean DOUBLE  Mean over steps of rollout_tail's rollout_idle_frac. Sentence: Rollout engines sat idle {rollout_idle_frac_mean} of each rollout on average waiting for the slowest engine, {rollout_idle_frac_worst} in the worst one (step {worst_idle_step}).
--- @column rollout_idle_frac_worst DOUBLE  Largest rollout_idle_frac of any step.
--- @column worst_idle_step INTEGER  Step with the largest rollout_idle_frac (earliest on a tie).
--- @column tail_ratio_worst DOUBLE  Largest length_stats tail_ratio (max / median response length) of any step. Sentence: The longest response was {tail_ratio_worst} the median one in step {worst_tail_step}.
--- @column worst_tail_step INTEGER  Step with the largest tail_ratio (earliest on a tie).
--- @column cap_ratio DOUBLE  Share of all responses truncated or at the response cap; without samples, the mean of verl's response_length/clip_ratio over steps. Sentence: {cap_ratio} of responses hit the length cap ({max_response_len} tokens) and were cut short.
--- @column max_response_len INTEGER  The run's response-length cap (tokens), when known.
--- @column dp_imbalance_mean DOUBLE  Mean over steps of dp_imbalance's imbalance (max / mean tokens per DP rank).
--- @column dp_imbalance_max DOUBLE  Largest dp_imbalance imbalance of any step. Sentence: The busiest DP rank carried {dp_imbalance_max} the mean rank's tokens in step {straggler_step}, {dp_imbalance_mean} on average.
--- @column straggler_step INTEGER  Step with the largest dp imbalance (earliest on a tie).
--- @column straggler_rank INTEGER  The busiest dp_rank in that step; NULL from verl metrics.
--- @column reward_imbalance_mean DOUBLE  Mean over steps of reward_imbalance's imbalance (slowest / mean reward time). Sentence: The slowest rank's reward took {reward_imbalance_mean} the mean rank's on average.
--- @column wasted_token_frac DOUBLE  Response tokens never trained on over all response tokens, in steps with filter information. Sentence: {wasted_token_frac} of generated response tokens were filtered away and never trained on.
--- @column prefix_cache_hit DOUBLE  Cached over prompt tokens over all turns whose cached_tokens is known. Sentence: The prefix cache served {prefix_cache_hit} of multi-turn prompt tokens.
--- @column gen_share DOUBLE  sum(timing_s/gen) / sum(timing_s/step) over steps that log both. Sentence: Rollout generation took {gen_share} of step time (a step took {mean_step_s} on average).
--- @column mean_step_s DOUBLE  Mean timing_s/step over the steps that log it (s).
--- @column slowest_gen_share DOUBLE  Mean over steps of rollout_tail_verl's slowest_share: the slowest generation over the whole gen stage. Sentence: The slowest generation alone took {slowest_gen_share} of the gen stage on average: the rollout waits on its long tail.
--- @column gpu_idle_frac_mean DOUBLE  Mean over ranks of gpu_time's whole-trace idle share (idle_us / kernel_time_us, HTA's default without the last step). Sentence: GPUs sat idle {gpu_idle_frac_mean} of their profiled time on average (worst: rank {gpu_idle_rank}, {gpu_idle_frac_worst}).
--- @column gpu_idle_frac_worst DOUBLE  Largest whole-trace idle share of any rank; NULL with a single rank.
--- @column gpu_idle_rank INTEGER  Rank with that idle share (lowest on a tie); NULL with a single rank.
--- @column gpu_compute_frac_mean DOUBLE  Mean over ranks of gpu_time's whole-trace compute share (compute_us / kernel_time_us). Sentence: Compute kernels ran {gpu_compute_frac_mean} of the profiled GPU time; the rest went to communication, memory copies and idling.
+-- @column steps BIGINT fmt=count  Steps with samples, step metrics, rank stage timings or profiler (ProfilerStep) windows.
+-- @column samples BIGINT fmt=count  Responses in the run.
+-- @column rollout_idle_frac_mean DOUBLE fmt=pct  Mean over steps of rollout_tail's rollout_idle_frac. Sentence: Rollout engines sat idle {rollout_idle_frac_mean} of each rollout on average waiting for the slowest engine, {rollout_idle_frac_worst} in the worst one (step {worst_idle_step}).
+-- @column rollout_idle_frac_worst DOUBLE fmt=pct  Largest rollout_idle_frac of any step.
+-- @column worst_idle_step INTEGER fmt=count  Step with the largest rollout_idle_frac (earliest on a tie).
+-- @column tail_ratio_worst DOUBLE fmt=x  Largest length_stats tail_ratio (max / median response length) of any step. Sentence: The longest response was {tail_ratio_worst} the median one in step {worst_tail_step}.
+-- @column worst_tail_step INTEGER fmt=count  Step with the largest tail_ratio (earliest on a tie).
+-- @column cap_ratio DOUBLE fmt=pct  Share of all responses truncated or at the response cap; without samples, the mean of verl's response_length/clip_ratio over steps. Sentence: {cap_ratio} of responses hit the length cap ({max_response_len} tokens) and were cut short.
+-- @column max_response_len INTEGER fmt=tokens  The run's response-length cap (tokens), when known.
+-- @column dp_imbalance_mean DOUBLE fmt=x  Mean over steps of dp_imbalance's imbalance (max / mean tokens per DP rank).
+-- @column dp_imbalance_max DOUBLE fmt=x  Largest dp_imbalance imbalance of any step. Sentence: The busiest DP rank carried {dp_imbalance_max} the mean rank's tokens in step {straggler_step}, {dp_imbalance_mean} on average.
+-- @column straggler_step INTEGER fmt=count  Step with the largest dp imbalance (earliest on a tie).
+-- @column straggler_rank INTEGER fmt=count  The busiest dp_rank in that step; NULL from verl metrics.
+-- @column reward_imbalance_mean DOUBLE fmt=x  Mean over steps of reward_imbalance's imbalance (slowest / mean reward time). Sentence: The slowest rank's reward took {reward_imbalance_mean} the mean rank's on average.
+-- @column wasted_token_frac DOUBLE fmt=pct  Response tokens never trained on over all response tokens, in steps with filter information. Sentence: {wasted_token_frac} of generated response tokens were filtered away and never trained on.
+-- @column prefix_cache_hit DOUBLE fmt=pct  Cached over prompt tokens over all turns whose cached_tokens is known. Sentence: The prefix cache served {prefix_cache_hit} of multi-turn prompt tokens.
+-- @column gen_share DOUBLE fmt=pct  sum(timing_s/gen) / sum(timing_s/step) over steps that log both. Sentence: Rollout generation took {gen_share} of step time (a step took {mean_step_s} on average).
+-- @column mean_step_s DOUBLE fmt=s  Mean timing_s/step over the steps that log it (s).
+-- @column slowest_gen_share DOUBLE fmt=pct  Mean over steps of rollout_tail_verl's slowest_share: the slowest generation over the whole gen stage. Sentence: The slowest generation alone took {slowest_gen_share} of the gen stage on average: the rollout waits on its long tail.
+-- @column gpu_idle_frac_mean DOUBLE fmt=pct  Mean over ranks of gpu_time's whole-trace idle share (idle_us / kernel_time_us, HTA's default without the last step). Sentence: GPUs sat idle {gpu_idle_frac_mean} of their profiled time on average (worst: rank {gpu_idle_rank}, {gpu_idle_frac_worst}).
+-- @column gpu_idle_frac_worst DOUBLE fmt=pct  Largest whole-trace idle share of any rank; NULL with a single rank.
+-- @column gpu_idle_rank INTEGER fmt=count  Rank with that idle share (lowest on a tie); NULL with a single rank.
+-- @column gpu_compute_frac_mean DOUBLE fmt=pct  Mean over ranks of gpu_time's whole-trace compute share (compute_us / kernel_time_us). Sentence: Compute kernels ran {gpu_compute_frac_mean} of the profiled GPU time; the rest went to communication, memory copies and idling.
 -- @column whatif_best_policy VARCHAR  From a stored simulation (whatif_savings): the realizable policy (not as-recorded, not the length-balanced oracle) that saves the most GPU-hours over the run. Sentence: Dispatching by {whatif_best_policy} would save {whatif_best_gpu_hours} over the run, {whatif_best_saved_frac} of rollout time on {whatif_gpus} GPUs (the length-balanced oracle bound: {whatif_oracle_gpu_hours}).
--- @column whatif_best_gpu_hours DOUBLE  GPU-hours that policy saves over the run (whatif_savings' run_gpu_hours_saved).
--- @column whatif_best_saved_frac DOUBLE  Share of the as-recorded rollout time it saves.
--- @column whatif_gpus INTEGER  GPUs the savings count (as in whatif).
--- @column whatif_oracle_gpu_hours DOUBLE  GPU-hours the length-balanced oracle bound saves over the run.
+-- @column whatif_best_gpu_hours DOUBLE fmt=gpu_h  GPU-hours that policy saves over the run (whatif_savings' run_gpu_hours_saved).
+-- @column whatif_best_saved_frac DOUBLE fmt=pct  Share of the as-recorded rollout time it saves.
+-- @column whatif_gpus INTEGER fmt=count  GPUs the savings count (as in whatif).
+-- @column whatif_oracle_gpu_hours DOUBLE fmt=gpu_h  GPU-hours the length-balanced oracle bound saves over the run.
 -- @chart table title="Headline findings"
 WITH steps AS (
     SELECT step FROM step_lengths WHERE run_id = $run_id
     UNION SELECT step FROM step_metrics WHERE run_id = $run_id
     UNION SELECT step FROM rank_stage WHERE run_id = $run_id
     UNION SELECT step FROM profiler_steps WHERE run_id = $run_id),
-rollout AS (
-    -- rollout_tail's rollout_idle_frac
-    SELECT
-        step,
-        CASE WHEN count(gen_s) = count(*)
-             THEN 1 - sum(gen_s)::DOUBLE / NULLIF(count(*) * max(gen_s), 0)
-             ELSE 1 - sum(max_len)::DOUBLE / NULLIF(count(*) * max(max_len), 0)
-        END AS idle
-    FROM step_rank_lengths
-    WHERE run_id = $run_id AND dp_rank IS NOT NULL
-    GROUP BY step),
-dp AS (
-    -- dp_imbalance: samples first, verl's global_seqlen for steps without samples
-    SELECT
-        step,
-        max(tokens) / NULLIF(avg(tokens), 0) AS imbalance,
-        first(dp_rank ORDER BY tokens DESC, dp_rank) AS straggler_rank
-    FROM (SELECT step, dp_rank, coalesce(prompt_tokens, 0) + coalesce(response_tokens, 0) AS tokens
-          FROM step_rank_lengths
-          WHERE run_id = $run_id AND dp_rank IS NOT NULL)
-    GROUP BY step
-    UNION ALL
-    SELECT
-        step,
-        max(value) FILTER (WHERE key = 'global_seqlen/max')
-            / NULLIF(max(value) FILTER (WHERE key = 'global_seqlen/mean'), 0) AS imbalance,
-        NULL::INTEGER AS straggler_rank
-    FROM step_metrics
-    WHERE run_id = $run_id
-      AND key IN ('global_seqlen/max', 'global_seqlen/mean')
-      AND step NOT IN (SELECT step FROM step_rank_lengths
-                       WHERE run_id = $run_id AND dp_rank IS NOT NULL)
-    GROUP BY step),
-verl AS (
-    -- rollout_tail_verl's slowest_share and response_clip_ratio
-    SELECT
-        step,
-        coalesce(max(value) FILTER (WHERE key = 'timing_s/agent_loop/slowest/generate_sequences'),
-                 max(value) FILTER (WHERE key = 'timing_s/generation_timing/max'))
-            / NULLIF(max(value) FILTER (WHERE key = 'timing_s/gen'), 0) AS slowest_share,
-        max(value) FILTER (WHERE key = 'response_length/clip_ratio') AS clip_ratio
-    FROM step_metrics
-    WHERE run_id = $run_id
-      AND key IN ('timing_s/agent_loop/slowest/generate_sequences', 'timing_s/generation_timing/max',
-                  'timing_s/gen', 'response_length/clip_ratio')
-    GROUP BY step),
 gpu AS (
-    -- gpu_time's whole-trace rows (step NULL), HTA's default
-    SELECT
-        rank,
-        (kernel_time_us - busy_us) / NULLIF(kernel_time_us, 0) AS idle,
-        compute_us / NULLIF(kernel_time_us, 0) AS compute
-    FROM gpu_step_time
-    WHERE run_id = $run_id AND step IS NULL AND NOT include_last_step),
+    -- gpu_time's whole-trace rows (step NULL), HTA's default, as 0-1 shares
+    SELECT rank, idle_pct / 100 AS idle, compute_pct / 100 AS compute
+    FROM gpu_shares
+    WHERE step IS NULL AND NOT include_last_step),
 gpu_summary AS (
     SELECT
         avg(idle) AS idle_mean,
@@ -104,22 +55,8 @@ gpu_summary AS (
              THEN first(rank ORDER BY idle DESC, rank) FILTER (WHERE idle IS NOT NULL) END AS idle_rank,
         avg(compute) AS compute_mean
     FROM gpu),
-job AS (
-    -- whatif's GPU count: the run's n_gpus, else run_ranks.gpus_from_ranks
-    SELECT coalesce((SELECT n_gpus FROM runs WHERE run_id = $run_id),
-                    (SELECT gpus_from_ranks FROM run_ranks WHERE run_id = $run_id)) AS gpus),
-policies AS (
-    -- whatif_savings per policy
-    SELECT
-        w.policy,
-        sum(b.predicted_s - w.predicted_s)::DOUBLE AS saved_s,
-        sum(b.predicted_s - w.predicted_s)::DOUBLE / NULLIF(sum(b.predicted_s)::DOUBLE, 0) AS saved_frac
-    FROM whatif w
-    JOIN whatif b ON b.run_id = w.run_id AND b.step = w.step AND b.policy = 'as-recorded'
-        AND b.engine IS NULL
-    WHERE w.run_id = $run_id AND w.engine IS NULL
-    GROUP BY w.policy),
 whatif_summary AS (
+    -- the realizable policy (not as-recorded, not the length-balanced oracle) saving the most
     SELECT
         first(p.policy ORDER BY p.saved_s DESC, p.policy)
             FILTER (WHERE p.policy NOT IN ('as-recorded', 'length-balanced')) AS best_policy,
@@ -129,13 +66,8 @@ whatif_summary AS (
             FILTER (WHERE p.policy NOT IN ('as-recorded', 'length-balanced')) AS best_saved_frac,
         max(j.gpus)::INTEGER AS gpus,
         max(p.saved_s) FILTER (WHERE p.policy = 'length-balanced') * max(j.gpus) / 3600.0 AS oracle_gpu_hours
-    FROM policies p, job j),
-reward AS (
-    -- reward_imbalance's imbalance
-    SELECT step, max(seconds) / NULLIF(avg(seconds), 0) AS imbalance
-    FROM rank_stage
-    WHERE run_id = $run_id AND stage = 'reward'
-    GROUP BY step),
+    FROM whatif_policies p
+    CROSS JOIN whatif_job j),
 per_step AS (
     SELECT
         s.step,
@@ -145,7 +77,7 @@ per_step AS (
         l.cap_known,
         CASE WHEN l.filtered THEN l.response_tokens END AS filtered_tokens,
         CASE WHEN l.filtered THEN l.response_tokens - l.used_tokens END AS wasted_tokens,
-        r.idle,
+        r.rollout_idle_frac AS idle,
         d.imbalance AS dp_imbalance,
         d.straggler_rank,
         w.imbalance AS reward_imbalance,
@@ -156,15 +88,15 @@ per_step AS (
         CASE WHEN m.gen_s IS NOT NULL THEN m.step_s END AS step_s,
         m.step_s AS any_step_s,
         v.slowest_share,
-        v.clip_ratio
+        v.response_clip_ratio AS clip_ratio
     FROM steps s
     LEFT JOIN step_lengths l ON l.run_id = $run_id AND l.step = s.step
-    LEFT JOIN rollout r ON r.step = s.step
-    LEFT JOIN dp d ON d.step = s.step
-    LEFT JOIN reward w ON w.step = s.step
+    LEFT JOIN rollout_steps r ON r.step = s.step
+    LEFT JOIN dp_steps d ON d.step = s.step
+    LEFT JOIN reward_steps w ON w.step = s.step
     LEFT JOIN step_turns t ON t.run_id = $run_id AND t.step = s.step
     LEFT JOIN step_timings m ON m.run_id = $run_id AND m.step = s.step
-    LEFT JOIN verl v ON v.step = s.step)
+    LEFT JOIN verl_steps v ON v.step = s.step)
 SELECT
     $run_id::VARCHAR AS run_id,
     count(*) AS steps,

@@ -8,8 +8,8 @@
 -- @column framework VARCHAR  RL framework, when known.
 -- @column model VARCHAR  Model, when known.
 -- @column task VARCHAR  Workload type, when known.
--- @column steps BIGINT  Distinct steps with samples, step metrics, rank stage timings or profiler (ProfilerStep) windows.
--- @column samples BIGINT  Responses (rows of samples).
+-- @column steps BIGINT fmt=count  Distinct steps with samples, step metrics, rank stage timings or profiler (ProfilerStep) windows.
+-- @column samples BIGINT fmt=count  Responses (rows of samples).
 -- @column created_at TIMESTAMP  When the run was ingested (UTC).
 -- @chart table title="Runs"
 SELECT

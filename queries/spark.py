@@ -6,6 +6,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+import duckdb
 import pyarrow as pa
 
 from polytrace.queries.translate import to_spark, view_body
@@ -101,7 +102,13 @@ class Spark:
         frame = self.spark.sql(to_spark(sql), args=bound)
         if row_cap is not None:
             frame = frame.limit(row_cap + 1)
-        table = frame.toArrow()
+        try:
+            table = frame.toArrow()
+        except Exception as e:
+            # interrupt() cancels the operation; the runner's time limit knows DuckDB's signal
+            if "OPERATION_CANCELED" in str(e):
+                raise duckdb.InterruptException(str(e).splitlines()[0]) from None
+            raise
         if row_cap is None or table.num_rows <= row_cap:
             return table, False
         return table.slice(0, row_cap), True

@@ -7,26 +7,26 @@
 -- when stages overlap). Steps without any stage timing (validation-only lines, lines cut
 -- before their timings) are left out.
 -- @param run_id VARCHAR  Run to analyse.
--- @column step INTEGER  Training step.
--- @column step_s DOUBLE  timing_s/step: wall time of the step (s).
--- @column gen_s DOUBLE  Rollout generation (s).
--- @column reward_s DOUBLE  Reward computation (s).
--- @column old_log_prob_s DOUBLE  Actor log-probs of the rollout (s).
--- @column ref_s DOUBLE  Reference-model log-probs (s).
--- @column values_s DOUBLE  Critic values (s).
--- @column adv_s DOUBLE  Advantage estimation (s).
--- @column update_critic_s DOUBLE  Critic training (s).
--- @column update_actor_s DOUBLE  Actor training (s).
--- @column other_s DOUBLE  step_s minus the sum of the logged stages (s); NULL without step_s or without any stage.
--- @column gen_share DOUBLE  gen_s / step_s.
--- @column reward_share DOUBLE  reward_s / step_s.
--- @column old_log_prob_share DOUBLE  old_log_prob_s / step_s.
--- @column ref_share DOUBLE  ref_s / step_s.
--- @column values_share DOUBLE  values_s / step_s.
--- @column adv_share DOUBLE  adv_s / step_s.
--- @column update_critic_share DOUBLE  update_critic_s / step_s.
--- @column update_actor_share DOUBLE  update_actor_s / step_s.
--- @column other_share DOUBLE  other_s / step_s.
+-- @column step INTEGER fmt=count  Training step.
+-- @column step_s DOUBLE fmt=s  timing_s/step: wall time of the step (s).
+-- @column gen_s DOUBLE fmt=s  Rollout generation (s).
+-- @column reward_s DOUBLE fmt=s  Reward computation (s).
+-- @column old_log_prob_s DOUBLE fmt=s  Actor log-probs of the rollout (s).
+-- @column ref_s DOUBLE fmt=s  Reference-model log-probs (s).
+-- @column values_s DOUBLE fmt=s  Critic values (s).
+-- @column adv_s DOUBLE fmt=s  Advantage estimation (s).
+-- @column update_critic_s DOUBLE fmt=s  Critic training (s).
+-- @column update_actor_s DOUBLE fmt=s  Actor training (s).
+-- @column other_s DOUBLE fmt=s  step_s minus the sum of the logged stages (s); NULL without step_s or without any stage.
+-- @column gen_share DOUBLE fmt=pct  gen_s / step_s.
+-- @column reward_share DOUBLE fmt=pct  reward_s / step_s.
+-- @column old_log_prob_share DOUBLE fmt=pct  old_log_prob_s / step_s.
+-- @column ref_share DOUBLE fmt=pct  ref_s / step_s.
+-- @column values_share DOUBLE fmt=pct  values_s / step_s.
+-- @column adv_share DOUBLE fmt=pct  adv_s / step_s.
+-- @column update_critic_share DOUBLE fmt=pct  update_critic_s / step_s.
+-- @column update_actor_share DOUBLE fmt=pct  update_actor_s / step_s.
+-- @column other_share DOUBLE fmt=pct  other_s / step_s.
 -- @chart stacked x=step y=gen_s,reward_s,old_log_prob_s,ref_s,values_s,adv_s,update_critic_s,update_actor_s,other_s xlabel="step" ylabel="time (s)" title="Step time by stage"
 WITH t AS (
     SELECT

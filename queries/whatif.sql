@@ -8,29 +8,20 @@
 -- of the job wait for the rollout, so a second saved is a second saved on every GPU.
 -- @param run_id VARCHAR  Run to analyse.
 -- @param gpus INTEGER = NULL  GPUs in the job; default the run's n_gpus, else inferred from the logged ranks.
--- @column step INTEGER  Training step.
+-- @column step INTEGER fmt=count  Training step.
 -- @column policy VARCHAR  Dispatch policy ('length-balanced' is an oracle bound).
--- @column predicted_s DOUBLE  Predicted rollout time of the step: its slowest engine (s).
--- @column rollout_idle_frac DOUBLE  1 - sum(engine times) / (engines * slowest engine time).
--- @column speedup DOUBLE  as-recorded rollout time / this policy's.
--- @column saved_s DOUBLE  as-recorded rollout time - this policy's (s).
--- @column gpus INTEGER  GPUs the savings count: the gpus parameter, the run's n_gpus, or max rank + rank stride (ranks are dp_rank * tp).
--- @column gpu_hours_saved DOUBLE  saved_s * gpus / 3600 for the step (GPU-hours).
--- @column run_gpu_hours_saved DOUBLE  gpu_hours_saved summed over the run's steps for the policy (GPU-hours).
+-- @column predicted_s DOUBLE fmt=s  Predicted rollout time of the step: its slowest engine (s).
+-- @column rollout_idle_frac DOUBLE fmt=pct  1 - sum(engine times) / (engines * slowest engine time).
+-- @column speedup DOUBLE fmt=x  as-recorded rollout time / this policy's.
+-- @column saved_s DOUBLE fmt=s  as-recorded rollout time - this policy's (s).
+-- @column gpus INTEGER fmt=count  GPUs the savings count: the gpus parameter, the run's n_gpus, or max rank + rank stride (ranks are dp_rank * tp).
+-- @column gpu_hours_saved DOUBLE fmt=gpu_h  saved_s * gpus / 3600 for the step (GPU-hours).
+-- @column run_gpu_hours_saved DOUBLE fmt=gpu_h  gpu_hours_saved summed over the run's steps for the policy (GPU-hours).
 -- @column dispatch VARCHAR  The policy as charts name it: length-balanced is marked '(oracle bound)'.
 -- @chart line x=step y=predicted_s color=dispatch xlabel="step" ylabel="predicted rollout time (s)" title="Rollout time per dispatch policy (length-balanced: oracle bound)"
 WITH job AS (
-    -- the gpus parameter, the run's n_gpus, else the GPU count its ranks imply (run_ranks)
-    SELECT coalesce($gpus, (SELECT n_gpus FROM runs WHERE run_id = $run_id),
-                    (SELECT gpus_from_ranks FROM run_ranks WHERE run_id = $run_id)) AS gpus
-),
-steps AS (
-    SELECT w.step, w.policy, w.predicted_s, w.idle_frac, w.speedup,
-           b.predicted_s - w.predicted_s AS saved_s
-    FROM whatif w
-    JOIN whatif b ON b.run_id = w.run_id AND b.step = w.step AND b.policy = 'as-recorded'
-        AND b.engine IS NULL
-    WHERE w.run_id = $run_id AND w.engine IS NULL
+    -- the gpus parameter, else the run's own count (whatif_job)
+    SELECT coalesce($gpus, gpus) AS gpus FROM whatif_job
 )
 SELECT
     s.step,
@@ -41,8 +32,9 @@ SELECT
     s.saved_s,
     j.gpus::INTEGER AS gpus,
     s.saved_s * j.gpus / 3600.0 AS gpu_hours_saved,
-    CAST(sum(s.saved_s) OVER (PARTITION BY s.policy) AS DOUBLE) * j.gpus / 3600.0 AS run_gpu_hours_saved,
-    CASE WHEN s.policy = 'length-balanced' THEN 'length-balanced (oracle bound)' ELSE s.policy END
-        AS dispatch
-FROM steps s, job j
+    p.saved_s * j.gpus / 3600.0 AS run_gpu_hours_saved,
+    s.dispatch
+FROM whatif_steps s
+JOIN whatif_policies p ON p.policy = s.policy
+CROSS JOIN job j
 ORDER BY s.step, s.policy

@@ -137,29 +137,34 @@ def build_lake(con: duckdb.DuckDBPyConnection, root: Path) -> Path:
     return root
 
 
+# Values that walk the catalog's branches on the edge runs, by parameter name; every query
+# gets them from its declared params alone, so a new query needs nothing here.
+RUN_VALUES = {"run_id": RUNS, "bench_run": ("run.b",), "formal_run": ("0001",)}
+VALUES = {
+    "align": ("index", "step"), "key": ("timing_s/gen",), "include_last_step": ("true",),
+    "rank": ("1", "0"), "step": ("2", "4"), "top": ("2",), "max_bars": ("4",),
+    "step_from": ("3",), "step_to": ("9",), "gpus": ("8",),
+}
+BY_TYPE = {"VARCHAR": ("x",), "INTEGER": ("1",), "BIGINT": ("1",), "DOUBLE": ("0.5",), "BOOLEAN": ("true",)}
+
+
 def params_for(query) -> list[dict]:
-    """Parameter sets that walk each query's branches on the edge runs."""
+    """Parameter sets for a query from its declared params alone: each run (and each value of
+    any other required param); on each of those, every optional param at its first value at
+    once; then each value of each optional param alone, on the first run."""
     from polytrace.queries.catalog import bind
 
-    special = {
-        "fidelity": [{"bench_run": "run.b", "formal_run": "0001", "align": a} for a in ("index", "step")],
-        "metric": [{"run_id": r, "key": "timing_s/gen"} for r in RUNS],
-        "gpu_kernels": [{"run_id": "0001", "top": "2", "rank": "1"},
-                        {"run_id": "run.b", "include_last_step": "true"}],
-        "gpu_timeline": [{"run_id": "0001", "max_bars": "4"}, {"run_id": "run.b", "rank": "1", "step": "2"},
-                         {"run_id": "0001", "step": "4", "rank": "0"}],
-        "length_histogram": [{"run_id": "0001", "step_from": "3", "step_to": "9"}, {"run_id": "run.b"}],
-        "whatif": [{"run_id": "0001"}, {"run_id": "0001", "gpus": "8"}],
-    }
-    names = {p.name for p in query.params}
-    if query.name in special:
-        sets = special[query.name]
-    elif "run_id" in names:
-        sets = [{"run_id": r} for r in RUNS]
-        if "include_last_step" in names:
-            sets.append({"run_id": "0001", "include_last_step": "true"})
-    else:
-        sets = [{}]
-    return [bind(query, s) for s in sets]
+    def values(p) -> tuple[str, ...]:
+        return RUN_VALUES.get(p.name) or VALUES.get(p.name) or BY_TYPE.get(p.type, ("x",))
 
-
+    required = [p for p in query.params if p.required]
+    optional = [p for p in query.params if not p.required]
+    base = {p.name: values(p)[0] for p in required}
+    bases = [base] + [{**base, p.name: v} for p in required for v in values(p)[1:]]
+    sets = bases + ([{**b, **{p.name: values(p)[0] for p in optional}} for b in bases] if optional else [])
+    sets += [{**base, p.name: v} for p in optional for v in values(p)]
+    bound = []
+    for s in sets:
+        if (b := bind(query, s)) not in bound:
+            bound.append(b)
+    return bound

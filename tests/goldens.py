@@ -1,4 +1,10 @@
-"""Golden cases: tiny canonical-table CSVs loaded into a fresh DuckDB, and result comparison."""
+"""Golden cases: tiny canonical-table CSVs loaded into a fresh DuckDB, and the golden runner.
+
+`<folder>/<query>__<case>[__<variant>].csv` is the expected output of the catalog query on
+the tables of `tests/fixtures/golden/<case>/`, for run r1 unless VARIANTS says otherwise.
+Any folder of such files works: tests/golden/ for the bundled catalog, a site's own next to
+its POLYTRACE_EXTRA_QUERIES.
+"""
 from __future__ import annotations
 
 import csv
@@ -7,6 +13,8 @@ from pathlib import Path
 
 import duckdb
 
+from polytrace.queries.catalog import bind, load_catalog
+from polytrace.queries.runner import run_bound
 from polytrace.store.aggregates import materialize
 from polytrace.store.migrate import ensure as ensure_schema
 
@@ -14,6 +22,11 @@ HERE = Path(__file__).resolve().parent
 CASES = HERE / "fixtures" / "golden"
 GOLDEN = HERE / "golden"
 TOLERANCE = 1e-9
+# Goldens whose parameters are not just run_id r1, by file stem.
+VARIANTS = {
+    "length_histogram__packed__step1": {"step_from": "1", "step_to": "1"},
+    "filter_waste__packed__r2": {"run_id": "r2"},
+}
 
 
 def case_names() -> list[str]:
@@ -76,3 +89,18 @@ def mismatches(columns: list[str], rows: list[tuple], path: Path) -> list[str]:
     return [f"row {i} column {c}: {a!r} != expected {e!r}"
             for i, (row, want) in enumerate(zip(rows, expected))
             for c, a, e in zip(columns, row, want) if not same_cell(a, e)]
+
+
+def golden_files(folder: Path = GOLDEN) -> list[Path]:
+    return sorted(folder.glob("*__*.csv"))
+
+
+def golden_mismatches(path: Path, cases: dict[str, duckdb.DuckDBPyConnection]) -> list[str]:
+    """Run the golden's query (from the catalog as it loads now) on its case's tables and
+    compare with the expected CSV; empty when they agree."""
+    name, case, *_ = path.stem.split("__")
+    query = load_catalog()[name]
+    params = {"run_id": "r1"} if any(p.name == "run_id" for p in query.params) else {}
+    params.update(VARIANTS.get(path.stem, {}))
+    result = run_bound(cases[case], query, bind(query, params))
+    return mismatches(result.columns, result.rows, path)

@@ -1,12 +1,15 @@
 """Dashboard logic without a browser: server-side downsampling, headline sentences, page routes."""
 from __future__ import annotations
 
+import re
+
 import httpx
 
 from polytrace import store
+from polytrace.queries.catalog import SECTIONS, Column
 from polytrace.queries.display import downsample
 from polytrace.server.headlines import findings, fmt
-from polytrace.server.routers.pages import compare_queries, run_chart_queries
+from polytrace.server.routers.pages import RUN_SECTIONS, compare_queries, run_chart_queries
 
 PACKED = (
     '{"step": 0, "rank": 0, "dp_rank": 0, "tp_rank": 0, "input": 10, "output": [1, 3], "validate": false}\n'
@@ -14,6 +17,21 @@ PACKED = (
     '{"step": 1, "rank": 0, "dp_rank": 0, "tp_rank": 0, "input": 10, "output": [2, 2], "validate": false}\n'
     '{"step": 1, "rank": 4, "dp_rank": 1, "tp_rank": 0, "input": 20, "output": [4, 8], "validate": false}\n'
 )
+
+
+def tiny_run(tmp_path, *others):
+    """A database holding the PACKED run (and any other trace files): its path and the run ids."""
+    from polytrace.ingest.load import ingest_paths
+
+    src = tmp_path / "packed_lengths_step_0.jsonl"
+    src.write_text(PACKED)
+    db = tmp_path / "p.duckdb"
+    con = store.open(db)
+    try:
+        return db, [ingest_paths(con, [path], name="tiny" if path == src else path.stem).run_id
+                    for path in (src, *others)]
+    finally:
+        con.close()
 
 
 def test_downsample_buckets_steps_per_series():
@@ -50,33 +68,62 @@ def test_downsample_heatmap_keeps_each_lane():
     assert len(out) == 2 * 234 and {r[2] for r in out if r[1] == 1} == {1.0}
 
 
-def test_number_formats():
-    assert fmt("rollout_idle_frac_mean", 0.4123) == "41%"
-    assert fmt("cap_ratio", 0.038) == "3.8%"
-    assert fmt("tail_ratio_worst", 12.04) == "12.0×"
-    assert fmt("dp_imbalance_max", 1.3) == "1.30×"
-    assert fmt("worst_idle_step", 12) == "12"
-    assert fmt("samples", 30720) == "30,720"
-    assert fmt("gen_s", 3.25) == "3.2 s"
-    assert fmt("whatif_best_gpu_hours", 2.1217) == "2.12 GPU-hours"
-    assert fmt("saved_gpu_hours", 1234.5) == "1,234 GPU-hours"
-    assert fmt("anything", None) == "n/a"
+def test_number_formats_follow_the_fmt_tag():
+    assert fmt("pct", 0.4123) == "41%"
+    assert fmt("pct", 0.038) == "3.8%"
+    assert fmt("pct100", 41.23) == "41%"
+    assert fmt("x", 12.04) == "12.0×"
+    assert fmt("x", 1.3) == "1.30×"
+    assert fmt("count", 12) == "12"
+    assert fmt("count", 30720) == "30,720"
+    assert fmt("tokens", 1234.5) == "1,234"
+    assert fmt("s", 3.25) == "3.2 s"
+    assert fmt("s", 1234.5) == "1,234 s"
+    # durations in readable units: never 52,000,000 microseconds
+    assert fmt("us", 52e6) == "52.0 s"
+    assert fmt("us", 250.0) == "250 µs"
+    assert fmt("ms", 12.5) == "12.5 ms"
+    assert fmt("gpu_h", 2.1217) == "2.12 GPU-hours"
+    assert fmt("gpu_h", 1234.5) == "1,234 GPU-hours"
+    assert fmt("bytes", 1_500_000) == "1.5 MB"
+    assert fmt(None, 0.123456) == "0.123"
+    assert fmt("pct", None) == "n/a"
+    assert fmt("pct", float("nan")) == "nan"
+
+
+def column(name: str, description: str, kind: str | None = None) -> Column:
+    return Column(name, "DOUBLE", description, kind)
 
 
 def test_findings_follow_column_templates():
-    docs = {"idle_frac": "Idle share. Sentence: Engines sat idle {idle_frac} (worst step {worst}).",
-            "worst": "Worst step.", "hit": "Cache. Sentence: The cache served {hit}.", "n": "Rows."}
+    columns = {c.name: c for c in (
+        column("idle_frac", "Idle share. Sentence: Engines sat idle {idle_frac} (worst step {worst}).",
+               "pct"),
+        column("worst", "Worst step.", "count"),
+        column("hit", "Cache. Sentence: The cache served {hit}.", "pct"),
+        column("n", "Rows.", "count"))}
     row = {"idle_frac": 0.25, "worst": 7, "hit": None, "n": 3}
-    (sentence,) = findings(row, docs)
+    (sentence,) = findings(row, columns)
     assert "".join(p.get("text") or p["shown"] for p in sentence) == \
         "Engines sat idle 25% (worst step 7)."
     # A missing number inside parentheses drops only the aside.
-    (sentence,) = findings({**row, "worst": None}, docs)
+    (sentence,) = findings({**row, "worst": None}, columns)
     assert "".join(p.get("text") or p["shown"] for p in sentence) == "Engines sat idle 25%."
     # Without any template each known column reads as '<description>: <value>.'
-    plain = findings({"n": 3, "run_id": "x"}, {"n": "Rows in the run."})
-    assert plain == [[{"text": "Rows in the run: "}, {"col": "n", "value": 3, "shown": "3"},
+    plain = findings({"n": 3000, "run_id": "x"}, {"n": column("n", "Rows in the run.", "count")})
+    assert plain == [[{"text": "Rows in the run: "}, {"col": "n", "value": 3000, "shown": "3,000"},
                       {"text": "."}]]
+
+
+def test_every_run_summary_number_reads_by_its_tag():
+    """The headline sentences name only tagged columns, so none falls back to a bare number."""
+    from polytrace.queries.catalog import get_query
+    from polytrace.server.headlines import _placeholders, _sentence_template
+
+    columns = {c.name: c for c in get_query("run_summary").columns}
+    named = {n for c in columns.values() for n in _placeholders(_sentence_template(c.description) or "")}
+    assert named and all(columns[n].fmt for n in named if columns[n].numeric)
+    assert columns["mean_step_s"].fmt == "s" and columns["whatif_best_gpu_hours"].fmt == "gpu_h"
 
 
 def test_pages_pick_queries_from_the_catalog_alone():
@@ -87,17 +134,13 @@ def test_pages_pick_queries_from_the_catalog_alone():
     assert all(q.chart and q.section not in ("Runs",) for q in run_chart_queries())
     two = {q.name for q in compare_queries()}
     assert "fidelity" in two and not two & names
+    # The sections come from the catalog, in its order; the run page leaves out Runs.
+    assert RUN_SECTIONS == tuple(s for s in SECTIONS if s not in ("Runs", "Findings"))
+    assert {q.section for q in run_chart_queries()} <= set(RUN_SECTIONS)
 
 
 def test_page_routes(tmp_path, make_server):
-    from polytrace.ingest.load import ingest_paths
-
-    src = tmp_path / "packed_lengths_step_0.jsonl"
-    src.write_text(PACKED)
-    db = tmp_path / "p.duckdb"
-    con = store.open(db)
-    run_id = ingest_paths(con, [src], name="tiny").run_id
-    con.close()
+    db, (run_id,) = tiny_run(tmp_path)
     srv = make_server(db=str(db))
     page = httpx.get(f"{srv.url}/runs/{run_id}")
     assert page.status_code == 200 and 'data-query="length_stats"' in page.text
@@ -120,6 +163,14 @@ def test_page_routes(tmp_path, make_server):
         "ok": False, "error": "parameter '_points': Input should be a valid integer, unable to parse "
                               "string as an integer", "status": 422}
     assert httpx.get(f"{srv.url}/ui/chart/length_stats").status_code == 404  # one data route
+    # The catalog page groups queries under the catalog's sections, in its order.
+    shown = re.findall(r'<section class="section" data-section="([^"]+)"', httpx.get(f"{srv.url}/queries").text)
+    assert shown[0] == "Runs" and shown == [s for s in SECTIONS if s in shown] and "Rollout tail" in shown
+    # A query page shows the file's own SQL, the views it reads and each column's fmt.
+    tail = httpx.get(f"{srv.url}/queries/rollout_tail").text
+    assert "FROM rollout_engines\nORDER BY step, dp_rank" in tail and "rollout_steps AS (" not in tail
+    assert "<code>rollout_steps</code>, <code>rollout_engines</code>" in tail
+    assert "<td><code>idle_frac</code></td><td>double</td><td><code>pct</code></td>" in tail
     assert httpx.get(f"{srv.url}/static/plotly.min.js").headers["content-type"].startswith(
         "application/javascript")
 
@@ -137,8 +188,8 @@ def _summary_sentences(case: str) -> list[str]:
     finally:
         con.close()
     row = dict(zip(result.columns, result.rows[0]))
-    docs = {c.name: c.description for c in query.columns}
-    return ["".join(p.get("text") or p["shown"] for p in s) for s in findings(row, docs)]
+    columns = {c.name: c for c in query.columns}
+    return ["".join(p.get("text") or p["shown"] for p in s) for s in findings(row, columns)]
 
 
 def test_kineto_only_and_verl_only_runs_get_headlines():
@@ -165,18 +216,11 @@ def test_kineto_only_and_verl_only_runs_get_headlines():
 
 
 def test_run_page_offers_a_simulation_until_there_is_one(tmp_path, make_server):
-    from polytrace.ingest.load import ingest_paths
     from polytrace.workload.whatif import simulate_and_store
 
-    src = tmp_path / "packed_lengths_step_0.jsonl"
-    src.write_text(PACKED)
     log = tmp_path / "output.log"
     log.write_text("step:1 - timing_s/gen:6.0 - timing_s/step:10.0\n")
-    db = tmp_path / "p.duckdb"
-    con = store.open(db)
-    run_id = ingest_paths(con, [src], name="tiny").run_id
-    verl_id = ingest_paths(con, [log], name="verl").run_id
-    con.close()
+    db, (run_id, verl_id) = tiny_run(tmp_path, log)
     srv = make_server(db=str(db))
     page = httpx.get(f"{srv.url}/runs/{run_id}").text
     assert 'id="whatif-run"' in page and f'data-url="/api/runs/{run_id}/whatif"' in page

@@ -2,7 +2,8 @@
 
 Each `tests/golden/<query>__<case>[__<variant>].csv` is the expected output of the
 catalog query on the tables of `tests/fixtures/golden/<case>/`, for run r1 unless the
-variant says otherwise. tests/fixtures/golden/README.md derives every number by hand.
+variant says otherwise (tests/goldens.py runs them). tests/fixtures/golden/README.md
+derives every number by hand.
 """
 from __future__ import annotations
 
@@ -16,13 +17,9 @@ from polytrace.ingest.load import ingest_paths
 from polytrace.queries.catalog import bind, load_catalog
 from polytrace.queries.runner import run_bound
 from polytrace.store.aggregates import on_the_fly
-from tests.goldens import GOLDEN, case_names, load_case, mismatches, same_rows
+from tests.goldens import VARIANTS, case_names, golden_files, golden_mismatches, load_case, same_rows
 
-VARIANTS = {
-    "length_histogram__packed__step1": {"step_from": "1", "step_to": "1"},
-    "filter_waste__packed__r2": {"run_id": "r2"},
-}
-GOLDEN_FILES = sorted(GOLDEN.glob("*__*.csv"))
+GOLDEN_FILES = golden_files()
 
 
 def run(con, name: str, **params):
@@ -46,11 +43,7 @@ def cases():
 
 @pytest.mark.parametrize("path", GOLDEN_FILES, ids=[p.stem for p in GOLDEN_FILES])
 def test_golden(cases, path: Path):
-    query, case, *_ = path.stem.split("__")
-    params = {"run_id": "r1"} if any(p.name == "run_id" for p in load_catalog()[query].params) else {}
-    params.update(VARIANTS.get(path.stem, {}))
-    columns, rows = run(cases[case], query, **params)
-    assert mismatches(columns, rows, path) == []
+    assert golden_mismatches(path, cases) == []
 
 
 def test_every_variant_has_its_golden():

@@ -49,6 +49,117 @@ const PolyCharts = (() => {
     return units.length === 1 && units[0] ? units[0] : "";
   }
 
+  // ---- numbers, by their column's fmt tag (queries/README.md) ----------------------------------
+  // pct is a 0-1 share, pct100 already 0-100, x a ratio, s/ms/us durations, gpu_h GPU-hours,
+  // tokens and count plain numbers with thousands separators. Hover text and tables show each
+  // value in its own readable unit; a duration axis picks one unit (µs to h) for its range.
+  const SECONDS = {s: 1, ms: 1e-3, us: 1e-6};
+  const DURATION_UNITS = [["h", 3600, 3 * 3600], ["min", 60, 600], ["s", 1, 1], ["ms", 1e-3, 1e-3], ["µs", 1e-6, 0]];
+  const kindOf = (info, col) => ((info.columns || {})[col] || {}).fmt || null;
+  const en = (v, opts) => v.toLocaleString("en-US", opts);
+  const plain = v => Number.isInteger(v) ? en(v) :
+    Math.abs(v) < 1000 ? en(v, {maximumSignificantDigits: 3}) : en(v, {maximumFractionDigits: 0});
+  const percent = p => `${Math.abs(p) >= 10 ? p.toFixed(0) : p.toFixed(1)}%`;
+
+  function duration(sec) {
+    const a = Math.abs(sec);
+    if (a >= 100) return `${en(sec, {maximumFractionDigits: 0})} s`;
+    if (a >= 1 || sec === 0) return `${sec.toFixed(1)} s`;
+    if (a >= 1e-3) return `${en(sec * 1e3, {maximumSignificantDigits: 3})} ms`;
+    return `${en(sec * 1e6, {maximumSignificantDigits: 3})} µs`;
+  }
+
+  function bytes(v) {
+    const units = ["B", "kB", "MB", "GB", "TB", "PB"];
+    let u = 0;
+    while (Math.abs(v) >= 1000 && u < units.length - 1) { v /= 1000; u += 1; }
+    return `${u ? en(v, {maximumSignificantDigits: 3}) : v.toFixed(0)} ${units[u]}`;
+  }
+
+  function fmtNumber(v, kind) {
+    if (v === null || v === undefined) return "";
+    if (typeof v !== "number" || !Number.isFinite(v)) return String(v);
+    switch (kind) {
+      case "pct": return percent(v * 100);
+      case "pct100": return percent(v);
+      case "x": return `${Math.abs(v) < 10 ? v.toFixed(2) : v.toFixed(1)}×`;
+      case "s": case "ms": case "us": return duration(v * SECONDS[kind]);
+      case "gpu_h": return `${Math.abs(v) >= 100 ? en(v, {maximumFractionDigits: 0}) : en(v, {maximumSignificantDigits: 3})} GPU-hours`;
+      case "bytes": return bytes(v);
+      case "tokens": case "count": return plain(v);
+      default: return Number.isInteger(v) ? String(v) : String(Number(v.toPrecision(4)));
+    }
+  }
+
+  // The largest |value| of some columns, in seconds for a duration kind.
+  function largest(data, cols, kind) {
+    let top = 0;
+    for (const c of cols) {
+      const i = data.columns.indexOf(c);
+      if (i < 0) continue;
+      for (const r of data.rows) if (typeof r[i] === "number" && Number.isFinite(r[i])) top = Math.max(top, Math.abs(r[i]));
+    }
+    return top * (SECONDS[kind] || 1);
+  }
+
+  // Each axis (x, y, z) of a chart: the fmt its columns share, and for durations the unit it
+  // shows and the factor from the columns' unit to it. `datas` are all the rows drawn on it
+  // (two runs on an overlaid chart), so both use one unit.
+  function axisScales(info, datas) {
+    const spec = info.chart, out = {};
+    const cols = {
+      x: spec.kind === "timeline" ? [spec.x, spec.z] : [spec.x],
+      y: ["heatmap", "timeline"].includes(spec.kind) ? [] : (spec.y || []),
+      z: spec.kind === "heatmap" ? [spec.z] : [],
+    };
+    for (const [axis, names] of Object.entries(cols)) {
+      const kinds = [...new Set(names.filter(Boolean).map(c => kindOf(info, c)))];
+      const kind = kinds.length === 1 ? kinds[0] : null;
+      out[axis] = {kind, cols: names, factor: 1, unit: null};
+      if (kind in SECONDS) {
+        // a timeline's bars end at x + z: the unit must hold start plus length
+        const top = spec.kind === "timeline" && axis === "x"
+          ? Math.max(...datas.map(d => largest(d, [spec.x], kind) + largest(d, [spec.z], kind)))
+          : Math.max(...datas.map(d => largest(d, names, kind)));
+        const [unit, size] = DURATION_UNITS.find(([, , from]) => top >= from);
+        out[axis] = {...out[axis], unit, factor: SECONDS[kind] / size};
+      }
+    }
+    return out;
+  }
+
+  // What a trace builder needs: plotted values scaled to their axis' unit, hover text by fmt.
+  function numbers(info, scales) {
+    const factor = new Map();
+    for (const a of Object.values(scales)) for (const c of a.cols) if (c) factor.set(c, a.factor);
+    return {
+      scaled: col => {
+        const f = factor.get(col) || 1;
+        return v => (f !== 1 && typeof v === "number") ? v * f : v;
+      },
+      text: col => v => fmtNumber(v, kindOf(info, col)),
+    };
+  }
+
+  const DURATION_IN_TITLE = /\((?:us|µs|ms|s|sec|seconds)\)/;
+
+  // Plotly axis attributes for a scale: tick labels in the fmt's terms; a duration's unit goes
+  // into the title's "(unit)" when it has one, else after each tick.
+  function axisFormat(scale, title) {
+    switch (scale.kind) {
+      case "pct": return {tickformat: ".3~%"};
+      case "pct100": return {ticksuffix: "%"};
+      case "x": return {ticksuffix: "×"};
+      case "bytes": return {tickformat: "~s", ticksuffix: "B"};
+      case "tokens": case "count": case "gpu_h": return {separatethousands: true, exponentformat: "none"};
+      case "s": case "ms": case "us":
+        return {separatethousands: true, exponentformat: "none",
+                ...(DURATION_IN_TITLE.test(title || "") ? {} : {ticksuffix: ` ${scale.unit}`})};
+      default: return {};
+    }
+  }
+  const retitle = (title, scale) => scale.unit ? String(title || "").replace(DURATION_IN_TITLE, `(${scale.unit})`) : title;
+
   // Rows split by the spec's color column, in a stable (numeric when possible) order.
   function groups(data, colorCol) {
     if (!colorCol || data.columns.indexOf(colorCol) < 0) return [{key: null, rows: data.rows}];
@@ -70,15 +181,23 @@ const PolyCharts = (() => {
     return parts.join(" · ");
   }
 
-  function xyTraces(spec, data, type) {
-    const xi = data.columns.indexOf(spec.x);
+  // Hover shows each value by its column's fmt; charts with one hover box per x (line, band)
+  // name the series, others also the x value.
+  function hoverTemplate(spec, unified) {
+    return (unified ? "" : `${pretty(spec.x)} %{x}<br>`) + "%{fullData.name}: %{customdata}<extra></extra>";
+  }
+
+  function xyTraces(spec, data, type, num) {
+    const xi = data.columns.indexOf(spec.x), sx = num.scaled(spec.x);
     const out = [];
     for (const g of groups(data, spec.color)) {
       for (const y of spec.y || []) {
         const yi = data.columns.indexOf(y);
         if (yi < 0) continue;
-        const t = {type, name: seriesName(spec, g.key, y), x: g.rows.map(r => r[xi]),
-                   y: g.rows.map(r => r[yi])};
+        const sy = num.scaled(y), ty = num.text(y);
+        const t = {type, name: seriesName(spec, g.key, y), x: g.rows.map(r => sx(r[xi])),
+                   y: g.rows.map(r => sy(r[yi])), customdata: g.rows.map(r => ty(r[yi])),
+                   hovertemplate: hoverTemplate(spec, type === "scatter")};
         if (type === "scatter") {
           t.mode = t.x.length <= 24 ? "lines+markers" : "lines";
           t.line = {width: 2};
@@ -92,7 +211,7 @@ const PolyCharts = (() => {
   // bar/stacked with `group`: one bar per group value side by side at each x, its y columns
   // stacked inside it (stacked) or next to each other (bar); one colour per group value, and
   // the `shade` columns drawn light and hatched in that colour. Hover lists the whole row.
-  function groupedBarTraces(spec, data) {
+  function groupedBarTraces(spec, data, num) {
     const xi = data.columns.indexOf(spec.x), pal = palette(), shade = new Set(spec.shade || []);
     const ys = (spec.y || []).filter(y => data.columns.includes(y));
     const out = [];
@@ -100,7 +219,7 @@ const PolyCharts = (() => {
       const color = pal[k % pal.length], name = `${pretty(spec.group)} ${g.key}`;
       const base = g.rows.map(() => 0);
       ys.forEach((y, j) => {
-        const yi = data.columns.indexOf(y), vals = g.rows.map(r => r[yi]);
+        const yi = data.columns.indexOf(y), sy = num.scaled(y), vals = g.rows.map(r => sy(r[yi]));
         const light = shade.has(y);
         out.push({
           type: "bar", name, legendgroup: name, showlegend: j === 0, offsetgroup: String(g.key),
@@ -110,7 +229,7 @@ const PolyCharts = (() => {
                    line: {color, width: light ? 1 : 0},
                    pattern: light ? {shape: "/", fgcolor: rgba(color, 0.55), size: 6, solidity: 0.25} : undefined},
           hovertext: g.rows.map(r => [`<b>${name} · ${pretty(y)}</b>`,
-            ...data.columns.map((c, i) => `${c}: ${fmtValue(r[i])}`)].join("<br>")),
+            ...data.columns.map((c, i) => `${c}: ${num.text(c)(r[i])}`)].join("<br>")),
           hoverinfo: "text",
         });
         if (spec.kind === "stacked") vals.forEach((v, i) => { base[i] += v || 0; });
@@ -119,14 +238,15 @@ const PolyCharts = (() => {
     return out;
   }
 
-  function bandTraces(spec, data) {
+  function bandTraces(spec, data, num) {
     const base = palette()[0];
     const lift = scheme() === "dark" ? 0.14 : 0;  // fills read darker on a dark page
-    const x = column(data, spec.x);
+    const x = column(data, spec.x).map(num.scaled(spec.x));
     const ys = (spec.y || []).filter(y => data.columns.includes(y));
     return ys.map((y, i) => ({
       type: "scatter", mode: x.length <= 24 ? "lines+markers" : "lines", name: pretty(y), x,
-      y: column(data, y),
+      y: column(data, y).map(num.scaled(y)), customdata: column(data, y).map(num.text(y)),
+      hovertemplate: hoverTemplate(spec, true),
       line: {color: i === 0 ? base : rgba(base, Math.max(0.35, 0.9 - 0.2 * i) + lift),
              width: i === 0 ? 2.5 : 1, dash: i === ys.length - 1 && ys.length > 2 ? "dot" : "solid"},
       marker: {size: 4},
@@ -135,31 +255,37 @@ const PolyCharts = (() => {
     }));
   }
 
-  function heatmapTrace(spec, data) {
+  function heatmapTrace(spec, data, num) {
     const yCol = (spec.y || [])[0];
     const xs = [...new Set(column(data, spec.x))].sort((a, b) => a - b);
     const ys = [...new Set(column(data, yCol))].sort((a, b) => a - b);
     const xi = data.columns.indexOf(spec.x), yi = data.columns.indexOf(yCol);
     const zi = data.columns.indexOf(spec.z);
-    const z = ys.map(() => xs.map(() => null));
+    const z = ys.map(() => xs.map(() => null)), text = ys.map(() => xs.map(() => ""));
     const xPos = new Map(xs.map((v, i) => [v, i])), yPos = new Map(ys.map((v, i) => [v, i]));
-    for (const r of data.rows) z[yPos.get(r[yi])][xPos.get(r[xi])] = r[zi];
-    return [{type: "heatmap", x: xs, y: ys.map(v => v === null ? "n/a" : String(v)), z, colorscale: "Viridis",
-             colorbar: {title: {text: pretty(spec.z), side: "right"}, thickness: 12},
+    const sz = num.scaled(spec.z), tz = num.text(spec.z);
+    for (const r of data.rows) {
+      z[yPos.get(r[yi])][xPos.get(r[xi])] = sz(r[zi]);
+      text[yPos.get(r[yi])][xPos.get(r[xi])] = tz(r[zi]);
+    }
+    const scale = num.scales.z, unit = scale.unit ? ` (${scale.unit})` : "";
+    return [{type: "heatmap", x: xs, y: ys.map(v => v === null ? "n/a" : String(v)), z, text, colorscale: "Viridis",
+             colorbar: {title: {text: pretty(spec.z) + unit, side: "right"}, thickness: 12,
+                        ...axisFormat(scale, unit)},
              hovertemplate: `${pretty(spec.x)} %{x}<br>${pretty(yCol)} %{y}<br>` +
-                            `${pretty(spec.z)} %{z:.3~g}<extra></extra>`}];
+                            `${pretty(spec.z)} %{text}<extra></extra>`}];
   }
 
   // hist: with y, rows are bins (x) and counts (y), drawn with their cumulative share;
   // without y, a histogram of the raw x values, one per color group.
-  function histTraces(spec, data) {
+  function histTraces(spec, data, num) {
     if (!(spec.y || []).length) {
-      const xi = data.columns.indexOf(spec.x);
-      return groups(data, spec.color).map(g => ({type: "histogram", x: g.rows.map(r => r[xi]),
+      const xi = data.columns.indexOf(spec.x), sx = num.scaled(spec.x);
+      return groups(data, spec.color).map(g => ({type: "histogram", x: g.rows.map(r => sx(r[xi])),
         name: g.key === null ? pretty(spec.x) : `${pretty(spec.color)} ${g.key}`, opacity: 0.75}));
     }
     const x = column(data, spec.x).map(String);
-    const out = xyTraces(spec, data, "bar").map(t => ({...t, x}));
+    const out = xyTraces(spec, data, "bar", num).map(t => ({...t, x}));
     const counts = out.length ? out[0].y.map(v => v || 0) : [];
     const total = counts.reduce((a, b) => a + b, 0);
     if (total > 0) {
@@ -173,30 +299,33 @@ const PolyCharts = (() => {
 
   // timeline: one horizontal bar per row from x to x + z, in lane y, coloured by `color`;
   // hovering a bar lists every column of its row.
-  function timelineTraces(spec, data) {
+  function timelineTraces(spec, data, num) {
     const [xi, yi, zi] = [spec.x, (spec.y || [])[0], spec.z].map(c => data.columns.indexOf(c));
+    const sx = num.scaled(spec.x), sz = num.scaled(spec.z);
     return groups(data, spec.color).map(g => ({
       type: "bar", orientation: "h", name: g.key === null ? pretty(spec.z) : String(g.key),
-      base: g.rows.map(r => r[xi]), x: g.rows.map(r => r[zi]), y: g.rows.map(r => `${pretty((spec.y || [])[0])} ${r[yi]}`),
-      hovertext: g.rows.map(r => data.columns.map((c, i) => `${c}: ${fmtValue(r[i])}`).join("<br>")),
+      base: g.rows.map(r => sx(r[xi])), x: g.rows.map(r => sz(r[zi])), y: g.rows.map(r => `${pretty((spec.y || [])[0])} ${r[yi]}`),
+      hovertext: g.rows.map(r => data.columns.map((c, i) => `${c}: ${num.text(c)(r[i])}`).join("<br>")),
       hoverinfo: "text", marker: {line: {width: 0}},
     }));
   }
 
-  function traces(spec, data) {
+  function traces(spec, data, num) {
     switch (spec.kind) {
-      case "timeline": return timelineTraces(spec, data);
-      case "band": return bandTraces(spec, data);
+      case "timeline": return timelineTraces(spec, data, num);
+      case "band": return bandTraces(spec, data, num);
       case "bar": case "stacked":
-        return spec.group ? groupedBarTraces(spec, data) : xyTraces(spec, data, "bar");
-      case "heatmap": return heatmapTrace(spec, data);
-      case "hist": return histTraces(spec, data);
-      default: return xyTraces(spec, data, "scatter");
+        return spec.group ? groupedBarTraces(spec, data, num) : xyTraces(spec, data, "bar", num);
+      case "heatmap": return heatmapTrace(spec, data, num);
+      case "hist": return histTraces(spec, data, num);
+      default: return xyTraces(spec, data, "scatter", num);
     }
   }
 
-  function layout(info, data) {
+  function layout(info, data, scales) {
     const spec = info.chart, fg = cssVar("--fg"), grid = cssVar("--grid");
+    const xTitle = retitle(spec.xlabel || axisTitle(info, spec.x), scales.x);
+    const yTitleText = retitle(yTitle(info), scales.y);
     const axis = title => ({title: {text: title, standoff: 8}, gridcolor: grid, zerolinecolor: grid,
                             linecolor: grid, automargin: true});
     const l = {
@@ -204,7 +333,8 @@ const PolyCharts = (() => {
       paper_bgcolor: "rgba(0,0,0,0)", plot_bgcolor: "rgba(0,0,0,0)",
       font: {family: "system-ui, -apple-system, Segoe UI, sans-serif", size: 12, color: fg},
       colorway: palette(), margin: {l: 56, r: 16, t: 64, b: 44},
-      xaxis: axis(spec.xlabel || axisTitle(info, spec.x)), yaxis: axis(yTitle(info)),
+      xaxis: {...axis(xTitle), ...axisFormat(scales.x, xTitle)},
+      yaxis: {...axis(yTitleText), ...axisFormat(scales.y, yTitleText)},
       legend: {orientation: "h", x: 0, y: 1.0, yanchor: "bottom", font: {size: 11}},
       hovermode: ["line", "band"].includes(spec.kind) ? "x unified" : "closest",
       hoverlabel: {bgcolor: cssVar("--card"), bordercolor: grid, font: {color: fg}},
@@ -262,10 +392,7 @@ const PolyCharts = (() => {
     toImageButtonOptions: {format: "png", filename: `polytrace-${info.name}`, scale: 2},
   });
 
-  const fmtValue = v => v === null || v === undefined ? "" :
-    typeof v === "number" && !Number.isInteger(v) ? String(Number(v.toPrecision(4))) : String(v);
-
-  function table(el, data, limit) {
+  function table(el, data, info, limit) {
     const t = document.createElement("table");
     t.className = "rows";
     const head = t.createTHead().insertRow();
@@ -273,11 +400,11 @@ const PolyCharts = (() => {
     const body = t.createTBody();
     for (const r of data.rows.slice(0, limit || 200)) {
       const tr = body.insertRow();
-      for (const v of r) {
+      r.forEach((v, i) => {
         const td = tr.insertCell();
-        td.textContent = fmtValue(v);
+        td.textContent = fmtNumber(v, kindOf(info, data.columns[i]));
         if (typeof v === "number") td.className = "n";
-      }
+      });
     }
     el.replaceChildren(t);
   }
@@ -304,8 +431,11 @@ const PolyCharts = (() => {
     if (!data.ok) return message(entry, "error-line", data.error);
     note(entry);
     if (!data.rows.length) return message(entry, "empty", "No data for this run in this range.");
-    if (info.chart.kind === "table") { table(el, data); return Promise.resolve(); }
-    let ts = traces(info.chart, data);
+    if (info.chart.kind === "table") { table(el, data, info); return Promise.resolve(); }
+    const scales = axisScales(info, entry.overlay ? [data, entry.overlay.data] : [data]);
+    const num = {...numbers(info, scales), scales};
+    entry.scales = scales;
+    let ts = traces(info.chart, data, num);
     if (entry.overlay) {
       const pal = palette();
       // B's series take the colours after A's, and dashes, so coinciding lines stay apart.
@@ -313,10 +443,10 @@ const PolyCharts = (() => {
         line: {...t.line, color: pal[(i + shift) % pal.length], dash},
         marker: {color: pal[(i + shift) % pal.length]}});
       ts = [...ts.map(styled(entry.label, "solid", 0)),
-            ...traces(info.chart, entry.overlay.data).map(styled(entry.overlay.label, "dash", ts.length))];
+            ...traces(info.chart, entry.overlay.data, num).map(styled(entry.overlay.label, "dash", ts.length))];
     }
     const shown = ts.filter(t => t.showlegend !== false && t.type !== "heatmap").map(t => t.name);
-    return Plotly.react(el, ts, placeLegend(layout(info, data), shown), config(info)).then(() => {
+    return Plotly.react(el, ts, placeLegend(layout(info, data, scales), shown), config(info)).then(() => {
       if (!entry.listening) { el.on("plotly_relayout", ev => onZoom(entry, ev)); entry.listening = true; }
     });
   }
@@ -407,21 +537,23 @@ const PolyCharts = (() => {
   }
 
   // Give side-by-side charts the same y (and colour) scale so that they compare by eye.
+  // Each side may show durations in its own unit: ranges are compared in the columns' unit.
   async function matchAxes(els) {
     const drawn = els.filter(el => el && el._fullLayout && el.data && el.data.length);
     if (drawn.length < 2) return;
+    const factor = (el, axis) => (entries.find(e => e.el === el)?.scales?.[axis] || {}).factor || 1;
     const heat = drawn.every(el => el.data[0].type === "heatmap");
     if (heat) {
-      const zs = drawn.flatMap(el => el.data[0].z.flat().filter(v => v !== null));
-      const update = {zmin: Math.min(...zs), zmax: Math.max(...zs)};
-      for (const el of drawn) await Plotly.restyle(el, update, [0]);
+      const zs = drawn.flatMap(el => el.data[0].z.flat().filter(v => v !== null).map(v => v / factor(el, "z")));
+      const lo = Math.min(...zs), hi = Math.max(...zs);
+      for (const el of drawn) await Plotly.restyle(el, {zmin: lo * factor(el, "z"), zmax: hi * factor(el, "z")}, [0]);
       return;
     }
-    const ranges = drawn.map(el => el._fullLayout.yaxis.range);
+    const ranges = drawn.map(el => el._fullLayout.yaxis.range.map(v => v / factor(el, "y")));
     const r = [Math.min(...ranges.map(x => x[0])), Math.max(...ranges.map(x => x[1]))];
     for (const el of drawn) {
       const entry = entries.find(e => e.el === el);
-      if (entry) await relayoutSilently(entry, {"yaxis.range": r});
+      if (entry) await relayoutSilently(entry, {"yaxis.range": r.map(v => v * factor(el, "y"))});
     }
   }
 

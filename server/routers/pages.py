@@ -14,7 +14,7 @@ from fastapi.responses import FileResponse, HTMLResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
 
-from polytrace.queries.catalog import Query, load_catalog
+from polytrace.queries.catalog import SECTIONS, Column, Query, load_catalog
 from polytrace.queries.display import MAX_POINTS
 from polytrace.queries.render import jsonable
 from polytrace.queries.runner import QueryTimeout
@@ -31,8 +31,8 @@ _frontend = resources.files("polytrace.frontend")
 templates = Jinja2Templates(directory=str(_frontend.joinpath("templates")))
 PLOTLY_JS = os.path.join(os.path.dirname(plotly.__file__), "package_data", "plotly.min.js")
 
-SECTIONS = ("Lengths", "Rollout tail", "Imbalance", "Stages", "Multi-turn", "GPU", "What if",
-            "Other")
+# The run page's chart sections, in the catalog's order: Runs and Findings are its headlines.
+RUN_SECTIONS = tuple(s for s in SECTIONS if s not in ("Runs", "Findings"))
 STEP_PARAMS = ("step_from", "step_to")
 
 
@@ -98,7 +98,7 @@ def run_chart_queries() -> list[Query]:
     """Catalog queries the run page draws: a chart, a dashboard section, and only run_id
     left to fill in (every other parameter has a default)."""
     return [q for q in load_catalog().values()
-            if q.chart and q.section in SECTIONS and _run_key(q) == ["run_id"]
+            if q.chart and q.section in RUN_SECTIONS and _run_key(q) == ["run_id"]
             and all(p.name == "run_id" or not p.required for p in q.params)]
 
 
@@ -112,7 +112,7 @@ def compare_queries() -> list[Query]:
 async def sections_for(db: Database, settings, run_id: str) -> list[dict]:
     """The run page's sections in order, each with its charts that have data."""
     out = []
-    for section in SECTIONS:
+    for section in RUN_SECTIONS:
         charts = []
         for q in sorted(run_chart_queries(), key=lambda q: q.name):
             if q.section != section:
@@ -144,14 +144,14 @@ async def _summary(db: Database, settings, run_id: str) -> dict:
     if not data or not data["rows"]:
         return {"row": {}, "sentences": [], "rest": None}
     row = dict(zip(data["columns"], data["rows"][0]))
-    return {"row": row, "sentences": findings(row, _summary_docs()),
+    return {"row": row, "sentences": findings(row, _summary_columns()),
             "rest": rest_url("run_summary", {"run_id": run_id})}
 
 
-def _summary_docs() -> dict[str, str]:
-    """run_summary's column descriptions by name; empty if a site's catalog lacks the query."""
+def _summary_columns() -> dict[str, Column]:
+    """run_summary's columns (descriptions, fmt) by name; empty if a site's catalog lacks the query."""
     query = load_catalog().get("run_summary")
-    return {c.name: c.description for c in query.columns} if query else {}
+    return {c.name: c for c in query.columns} if query else {}
 
 
 def _not_found(request: Request, what: str) -> HTMLResponse:
@@ -192,7 +192,7 @@ def _compare_cards(left: dict, right: dict) -> list[dict]:
     """Pair run A's and B's charts by query: one overlaid chart where the kind allows it
     (lines over the same axes), otherwise the two side by side."""
     sections = []
-    for section in SECTIONS:
+    for section in RUN_SECTIONS:
         cards = []
         for name in sorted(set(left) | set(right)):
             a, b = left.get(name), right.get(name)
@@ -213,12 +213,12 @@ def _compare_cards(left: dict, right: dict) -> list[dict]:
 
 def _summary_table(sa: dict, sb: dict) -> list[dict]:
     rows = []
-    for col, doc in _summary_docs().items():
+    for col, column in _summary_columns().items():
         va, vb = sa["row"].get(col), sb["row"].get(col)
         if col == "run_id" or (va is None and vb is None):
             continue
-        rows.append({"col": col, "label": doc.split(" Sentence:")[0].rstrip(". ") or col,
-                     "a": fmt(col, va), "b": fmt(col, vb), "a_value": va, "b_value": vb})
+        rows.append({"col": col, "label": column.description.split(" Sentence:")[0].rstrip(". ") or col,
+                     "a": fmt(column.fmt, va), "b": fmt(column.fmt, vb), "a_value": va, "b_value": vb})
     return rows
 
 
@@ -251,13 +251,11 @@ async def compare_page(request: Request, db: DbDep, settings: SettingsDep,
 
 @router.get("/queries", response_class=HTMLResponse)
 def catalog_page(request: Request):
-    groups: dict[str, list[dict]] = {}
+    groups: dict[str, list[dict]] = {s: [] for s in SECTIONS}
     for q in load_catalog().values():
-        groups.setdefault(q.section, []).append(q.as_dict())
-    # the runs list first; two-run queries (Fidelity) before the catch-all Other
-    order = ["Runs", *SECTIONS[:-1], "Fidelity", "Other"]
-    ordered = sorted(groups.items(), key=lambda kv: order.index(kv[0]) if kv[0] in order else len(order))
-    return templates.TemplateResponse(request, "queries.html", {"groups": ordered})
+        groups[q.section].append(q.as_dict())  # the catalog refuses any other section
+    return templates.TemplateResponse(request, "queries.html",
+                                      {"groups": [(s, qs) for s, qs in groups.items() if qs]})
 
 
 @router.get("/queries/{name}", response_class=HTMLResponse)
