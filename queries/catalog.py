@@ -18,6 +18,10 @@ from polytrace.store.migrate import schema_sql
 # Findings are what the run page says above its charts; Fidelity queries compare two runs.
 SECTIONS = ("Runs", "Findings", "Lengths", "Rollout tail", "Imbalance", "Stages", "Multi-turn", "GPU",
             "What if", "Fidelity", "Other")
+# The columns of every Findings-section query (queries/findings.py reads them as one list).
+FINDING_COLUMNS = (("kind", "VARCHAR"), ("severity", "VARCHAR"), ("value", "DOUBLE"), ("unit", "VARCHAR"),
+                   ("steps", "INTEGER[]"), ("stage", "VARCHAR"), ("text", "VARCHAR"),
+                   ("evidence", "VARCHAR"))
 CHART_KINDS = ("line", "band", "bar", "stacked", "heatmap", "hist", "timeline", "table")
 CHART_KEYS = {"kind", "x", "y", "z", "color", "group", "shade", "xlabel", "ylabel", "title"}
 # How a number reads (headlines, chart axes and hover): pct is a 0-1 share, pct100 is already
@@ -420,6 +424,19 @@ def _chart_problems(chart: dict[str, Any] | None, columns: set[str]) -> list[str
     return problems
 
 
+def _finding_problems(query: Query) -> list[str]:
+    """A Findings query answers in the findings' columns, so that every reader can list them."""
+    if query.section != "Findings":
+        return []
+    have = tuple((c.name, c.type) for c in query.columns)
+    if have != FINDING_COLUMNS:
+        return ["a Findings query returns exactly "
+                + ", ".join(f"{n} {t}" for n, t in FINDING_COLUMNS) + " (in that order)"]
+    if [p.name for p in query.params] != ["run_id"]:
+        return ["a Findings query takes run_id alone"]
+    return []
+
+
 def _shadowing(own_ctes: set[str], views: Mapping[str, View]) -> list[str]:
     return [f"its CTE {n!r} shadows the view queries/views/{n}.sql; rename the CTE"
             for n in sorted(own_ctes & views.keys())]
@@ -445,6 +462,7 @@ def lint(query: Query, views: Mapping[str, View], *, strict: bool = True) -> Non
         problems.append(f"section {query.section!r} is not one of {', '.join(SECTIONS)}")
     problems += _column_problems(query.columns, strict)
     problems += _chart_problems(query.chart, {c.name for c in query.columns})
+    problems += _finding_problems(query)
     if strict:
         problems += [f"no `-- {k}:` line" for k in ("name", "title", "section") if k not in query.header]
         if len(query.description) <= 20:

@@ -1,6 +1,6 @@
 """Findings: every catalog query of the Findings section, run for one run, as one ordered list.
 
-Each finding query returns at most a row or two in the same columns (FINDING_COLUMNS): one
+Each finding query returns at most a row or two in the same columns (catalog.FINDING_COLUMNS): one
 number, what it means, what to try, and the catalog URL that proves it. A query with nothing
 to say returns no row. The REST endpoint, the CLI, the run page and the compare page all read
 this one list.
@@ -14,7 +14,6 @@ from polytrace.queries.catalog import Query, load_catalog
 from polytrace.queries.runner import Answer, Limits, run
 
 SECTION = "Findings"
-FINDING_COLUMNS = ("kind", "severity", "value", "unit", "steps", "stage", "text", "evidence")
 SEVERITIES = ("critical", "warn", "info")
 
 

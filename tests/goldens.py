@@ -1,7 +1,8 @@
 """Golden cases: tiny canonical-table CSVs loaded into a fresh DuckDB, and the golden runner.
 
 `<folder>/<query>__<case>[__<variant>].csv` is the expected output of the catalog query on
-the tables of `tests/fixtures/golden/<case>/`, for run r1 unless VARIANTS says otherwise.
+the tables of `tests/fixtures/golden/<case>/`, for run r1; a variant that names another run
+of the case is for that run, and VARIANTS gives other parameters by file stem.
 Any folder of such files works: tests/golden/ for the bundled catalog, a site's own next to
 its POLYTRACE_EXTRA_QUERIES.
 """
@@ -22,10 +23,9 @@ HERE = Path(__file__).resolve().parent
 CASES = HERE / "fixtures" / "golden"
 GOLDEN = HERE / "golden"
 TOLERANCE = 1e-9
-# Goldens whose parameters are not just run_id r1, by file stem.
+# Goldens whose parameters are not a run_id, by file stem.
 VARIANTS = {
     "length_histogram__packed__step1": {"step_from": "1", "step_to": "1"},
-    "filter_waste__packed__r2": {"run_id": "r2"},
 }
 
 
@@ -33,13 +33,14 @@ def case_names() -> list[str]:
     return sorted(p.name for p in CASES.iterdir() if p.is_dir())
 
 
-def load_case(case: str) -> duckdb.DuckDBPyConnection:
-    """A fresh in-memory database holding one case's tables, aggregates materialized.
+def load_case(case: str, db: str = ":memory:") -> duckdb.DuckDBPyConnection:
+    """A fresh database (in memory, or the file `db`) holding one case's tables, aggregates
+    materialized.
 
     Every `<table>.csv` goes straight into the canonical table of that name (by column
     name, empty field = NULL), so the goldens test the queries and not the parsers.
     """
-    con = duckdb.connect()
+    con = duckdb.connect(db)
     ensure_schema(con)
     for path in sorted((CASES / case).glob("*.csv")):
         con.execute(f'INSERT INTO "{path.stem}" BY NAME '
@@ -98,9 +99,11 @@ def golden_files(folder: Path = GOLDEN) -> list[Path]:
 def golden_mismatches(path: Path, cases: dict[str, duckdb.DuckDBPyConnection]) -> list[str]:
     """Run the golden's query (from the catalog as it loads now) on its case's tables and
     compare with the expected CSV; empty when they agree."""
-    name, case, *_ = path.stem.split("__")
+    name, case, *variant = path.stem.split("__")
     query = load_catalog()[name]
-    params = {"run_id": "r1"} if any(p.name == "run_id" for p in query.params) else {}
+    runs = {r[0] for r in cases[case].execute("SELECT run_id FROM runs").fetchall()}
+    run_id = variant[0] if variant and variant[0] in runs else "r1"
+    params = {"run_id": run_id} if any(p.name == "run_id" for p in query.params) else {}
     params.update(VARIANTS.get(path.stem, {}))
     result = run_bound(cases[case], query, bind(query, params))
     return mismatches(result.columns, result.rows, path)

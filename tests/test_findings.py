@@ -1,0 +1,143 @@
+"""Findings: one list for the API, the CLI and the pages; every one backed by a catalog URL."""
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+from fastapi.testclient import TestClient
+
+from polytrace import store
+from polytrace.cli import main
+from polytrace.ingest.load import ingest_paths
+from polytrace.queries.findings import findings
+from polytrace.server.app import create_app
+from polytrace.settings import Settings
+from tests.goldens import load_case
+
+RUNS = ("r1", "r2", "r3", "r4", "r5", "r6")
+
+
+@pytest.fixture(scope="module")
+def case_db(tmp_path_factory):
+    """The golden case as a database file, and a copy for the CLI (the server holds the first)."""
+    folder = tmp_path_factory.mktemp("findings")
+    load_case("findings", str(folder / "server.duckdb")).close()
+    shutil.copy(folder / "server.duckdb", folder / "cli.duckdb")
+    return folder
+
+
+@pytest.fixture(scope="module")
+def client(case_db):
+    with TestClient(create_app(Settings(db=str(case_db / "server.duckdb"))),
+                    base_url="http://127.0.0.1") as c:
+        yield c
+
+
+def api_findings(client, run_id: str) -> list[dict]:
+    r = client.get(f"/api/runs/{run_id}/findings")
+    assert r.status_code == 200, r.text
+    return r.json()["findings"]
+
+
+def test_the_api_cli_and_module_give_one_list(client, case_db, capsys):
+    db = case_db / "cli.duckdb"
+    for run_id in RUNS:
+        listed = api_findings(client, run_id)
+        assert main(["findings", run_id, "--db", str(db), "--output", "json"]) == 0
+        assert json.loads(capsys.readouterr().out) == listed
+        con = store.open(db, "r")
+        try:
+            assert json.loads(json.dumps(findings(con, run_id))) == listed
+        finally:
+            con.close()
+
+
+def test_most_severe_first_and_silent_when_nothing_to_say(client):
+    kinds = [(f["severity"], f["kind"]) for f in api_findings(client, "r4")]
+    assert kinds == [("critical", "cap_hits"), ("warn", "dp_imbalance"), ("warn", "rollout_tail"),
+                     ("info", "filter_waste"), ("info", "reward_imbalance"), ("info", "whatif")]
+    assert api_findings(client, "r2") == []  # every threshold missed by a hair
+
+
+def test_every_evidence_url_answers_with_rows(client):
+    checked = 0
+    for run_id in RUNS:
+        for f in api_findings(client, run_id):
+            assert set(f) == {"kind", "severity", "value", "unit", "steps", "stage", "text", "evidence"}
+            r = client.get(f["evidence"])
+            assert r.status_code == 200 and r.json()["rows"], (f["kind"], f["evidence"])
+            checked += 1
+    assert checked == 4 + 2 + 6 + 4 + 1  # r1, r3, r4, r5, r6; r2 says nothing
+
+
+def test_an_unknown_run_is_404(client):
+    r = client.get("/api/runs/nope/findings")
+    assert r.status_code == 404 and r.json() == {"ok": False, "error": "unknown run 'nope'", "status": 404}
+
+
+def test_the_cli_says_when_there_is_nothing(case_db, capsys):
+    db = str(case_db / "cli.duckdb")
+    assert main(["findings", "r2", "--db", db]) == 0
+    assert capsys.readouterr().err == "nothing to report on run r2\n"
+    assert main(["findings", "nope", "--db", db]) == 2
+
+
+# ---- the shared real runs -------------------------------------------------------------------
+
+REAL = {
+    "collapsing verl log": ("verl-logs/qwen3-4b-agent-run-i80f2v90.output.log", {},
+                            [("critical", "collapse"), ("warn", "length_drift")]),
+    "healthy verl log": ("verl-logs/qwen3-4b-agent-run-ry3hgbx5.output.log", {}, []),
+    "DAPO": ("polytrace/verl/profile/packed_length_log/20260614_023133", {},
+             [("warn", "filter_waste"), ("warn", "rollout_tail")]),
+    "rLLM with its cap": ("polytrace/rllm/profile/packed_length_log/20260616_024512",
+                          {"max_response_len": 16000},
+                          [("warn", "cap_hits"), ("info", "dp_imbalance"), ("info", "reward_imbalance")]),
+    "video": ("polytrace/verl-video/profile/packed_length_log/20260609_033329", {},
+              [("warn", "rollout_tail")]),
+    "search-R1": ("polytrace/search_r1/profile/multiturn_workload_log/0617_0223", {}, []),
+    "kineto": ("kineto/trace_filter", {}, [("warn", "gpu_idle")]),
+}
+
+
+@pytest.mark.shared_data
+@pytest.mark.parametrize("label", sorted(REAL))
+def test_findings_on_the_shared_runs(shared_data, tmp_path, label):
+    path, facts, expected = REAL[label]
+    con = store.open(tmp_path / "real.duckdb")
+    try:
+        run_id = ingest_paths(con, [shared_data / path], run_overrides=facts).run_id
+        found = findings(con, run_id)
+    finally:
+        con.close()
+    assert [(f["severity"], f["kind"]) for f in found] == expected
+    for f in found:
+        assert "\n" not in f["text"] and f["text"].endswith(".")
+
+
+@pytest.mark.shared_data
+def test_the_collapse_is_dated_as_the_log_shows_it(shared_data, tmp_path):
+    """i80f2v90: response_length/mean is 4.8 at step 11, 1.0 from step 12; steps 20, 30, ... log
+    no length; 225 steps from 12 to 261 have one."""
+    con = store.open(tmp_path / "real.duckdb")
+    try:
+        run_id = ingest_paths(con, [shared_data / REAL["collapsing verl log"][0]]).run_id
+        (collapse,) = [f for f in findings(con, run_id) if f["kind"] == "collapse"]
+    finally:
+        con.close()
+    assert collapse["steps"][:3] == [12, 13, 14] and collapse["steps"][-1] == 261
+    assert collapse["value"] == 225 and 10 not in collapse["steps"] and 20 not in collapse["steps"]
+
+
+@pytest.mark.shared_data
+def test_an_inferred_cap_is_said(shared_data, tmp_path):
+    """rLLM without --max-response-len: 59 of its 384 responses are exactly 16,000 tokens."""
+    con = store.open(tmp_path / "real.duckdb")
+    try:
+        run_id = ingest_paths(con, [shared_data / REAL["rLLM with its cap"][0]]).run_id
+        (cap,) = [f for f in findings(con, run_id) if f["kind"] == "cap_hits"]
+    finally:
+        con.close()
+    assert "(inferred: 15.4% of all responses are exactly 16,000 tokens long)" in cap["text"]
+    assert cap["value"] == pytest.approx(8 / 128)
