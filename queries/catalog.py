@@ -16,7 +16,7 @@ from polytrace.store.migrate import schema_sql
 
 # The catalog page, the run page and the compare page show sections in this order. Runs and
 # Findings are what the run page says above its charts; Fidelity queries compare two runs.
-SECTIONS = ("Runs", "Findings", "Lengths", "Rollout tail", "Imbalance", "Stages", "Multi-turn", "GPU",
+SECTIONS = ("Runs", "Findings", "Training health", "Lengths", "Rollout tail", "Imbalance", "Stages", "Multi-turn", "GPU",
             "What if", "Fidelity", "Other")
 # The columns of every Findings-section query (queries/findings.py reads them as one list).
 FINDING_COLUMNS = (("kind", "VARCHAR"), ("severity", "VARCHAR"), ("value", "DOUBLE"), ("unit", "VARCHAR"),
