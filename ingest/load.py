@@ -1,32 +1,30 @@
-"""Transactional load: parse every file first, then write the run in one DuckDB transaction."""
+"""Transactional load: parse every input first, then write the run in one DuckDB transaction."""
 from __future__ import annotations
 
-import gc
 import hashlib
-from collections import Counter, deque
-from concurrent.futures import ThreadPoolExecutor
-from contextlib import ExitStack, contextmanager
+from collections import Counter
+from contextlib import ExitStack, closing, contextmanager
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable, Iterator, Mapping
 
 import duckdb
 import pyarrow as pa
 
 from polytrace import store
-from polytrace.ingest import registry, workers
+from polytrace.ingest import registry, sources, workers
 from polytrace.ingest.columns import from_list
-from polytrace.ingest.contract import Format, IngestError, Parsed
-from polytrace.ingest.layout import run_facts
+from polytrace.ingest.contract import Format, Hint, IngestError, Parsed, cli_flag
+from polytrace.ingest.parsing import now, parse_input
 from polytrace.ingest.run_facts import RUN_COLUMNS
-from polytrace.ingest.sources import expand, read_head, sha256_file
+from polytrace.ingest.sources import Source, Spool
 from polytrace.store.aggregates import materialize
 from polytrace.store.runs import data_tables, row_counts
 
 # Parsed Arrow data held before it is inserted: bounds ingest memory on runs of any size.
 FLUSH_BYTES = 256 * 1024**2
-# Below this many input bytes, forking parse workers costs more than it saves.
+# Below this many input bytes, starting parse workers costs more than it saves.
 PARALLEL_MIN_BYTES = 32 * 1024**2
 Progress = Callable[[int, int, str], None]
 
@@ -47,19 +45,23 @@ class IngestResult:
 
 @dataclass
 class InputFile:
-    """One input (a file, or a directory a format takes whole) and what parsing it gave."""
+    """One input (a file, an archive member, or a directory a format takes whole) and what
+    parsing it gave."""
 
-    path: Path
-    sha256: str
-    bytes: int
+    source: Source
     format: Format | None = None
     parsed: Parsed | None = None
     started: datetime | None = None
     rows: int = 0
+    notes: list[str] = field(default_factory=list)  # what reading the inputs skipped
 
+    @property
+    def path(self) -> Path:
+        return self.source.path
 
-def _now() -> datetime:
-    return datetime.now(timezone.utc).replace(tzinfo=None)
+    @property
+    def label(self) -> str:
+        return self.source.label
 
 
 def ingest_paths(
@@ -71,71 +73,103 @@ def ingest_paths(
     force: bool = False,
     progress: Progress | None = None,
     run_overrides: dict | None = None,
+    names: Mapping[Path, str] | None = None,
+    option_words: Callable[[str], str] = cli_flag,
 ) -> IngestResult:
-    """Ingest files (or directories of files) as one run; a Parquet lake restores each of its runs.
+    """Ingest files (or directories of files, or archives) as one run; a Parquet lake restores
+    each of its runs.
 
     run_overrides fills runs columns (RUN_COLUMNS, e.g. max_response_len) the input does
-    not carry; what the input says wins.
+    not carry; what the input says wins. `names` gives the names the user knows inputs by
+    (a path given, or a file below a directory given; default: the path as given), and
+    `option_words` how hints name an ingest option (default: the CLI flag); both shape
+    the `ingests` log and the errors.
 
-    Raises IngestError with a one-line reason; then no data table changed and a
-    `failed` row per file records the attempt in `ingests`.
+    Raises IngestError; then no data table changed and a `failed` row per input records
+    the attempt in `ingests`.
     """
-    started = _now()
+    started = now()
+    names = names or {}
     files: list[InputFile] = []
     try:
-        files = collect(paths, format)
-        digest = run_digest(files)
-        if not force:
-            existing = con.execute(
-                "SELECT run_id, format FROM runs WHERE sha256 = ? ORDER BY created_at LIMIT 1",
-                [digest]).fetchone()
-            if existing:
-                return IngestResult(existing[0], existing[1], row_counts(con, existing[0]), existing=True)
-        if any(f.path.is_dir() for f in files):  # a container of whole runs (a Parquet lake)
-            _parse_all(files, progress)
-            return _restore(con, files, name)
-        run_id = new_run_id(con, digest)
-        return write_run(con, run_id, digest, files, name or default_name(paths), progress,
-                         checked_overrides(run_overrides))
+        with collected(paths, format, names) as files:
+            digest = run_digest(files)
+            if not force:
+                existing = con.execute(
+                    "SELECT run_id, format FROM runs WHERE sha256 = ? ORDER BY created_at LIMIT 1",
+                    [digest]).fetchone()
+                if existing:
+                    return IngestResult(existing[0], existing[1], row_counts(con, existing[0]),
+                                        existing=True)
+            if any(f.path.is_dir() for f in files):  # a container of whole runs (a Parquet lake)
+                _parse_all(files, progress)
+                return _restore(con, files, name)
+            run_id = new_run_id(con, digest)
+            return write_run(con, run_id, digest, files, name or default_name(paths, names), progress,
+                             checked_overrides(run_overrides))
     except IngestError as e:
-        _log_failure(con, files or [InputFile(p, "", 0) for p in paths], str(e), started)
+        _log_failure(con, files or [InputFile(Source(p, sources.display(p, names), p)) for p in paths],
+                     e.worded(option_words), started)
         raise
     except duckdb.Error as e:
         msg = f"database rejected the data: {str(e).splitlines()[0]}"
         _log_failure(con, files, msg, started)
-        raise IngestError(msg) from None
+        raise IngestError(None, msg) from None
 
 
-def collect(paths: list[Path], forced: str | None) -> list[InputFile]:
-    """The inputs below `paths` with their hashes and formats; IngestError if none is a trace."""
+@contextmanager
+def collected(paths: list[Path], forced: str | None = None,
+              names: Mapping[Path, str] | None = None) -> Iterator[list[InputFile]]:
+    """The inputs below `paths` with their hashes and formats; IngestError if none is a trace.
+    Archive members are spooled to a temporary directory that lasts as long as the context."""
+    spool = Spool()
+    try:
+        yield _collect(paths, forced, names or {}, spool)
+    finally:
+        spool.close()
+
+
+def _collect(paths: list[Path], forced: str | None, names: Mapping[Path, str],
+             spool: Spool) -> list[InputFile]:
     fmt = registry.get(forced) if forced else None
     wholes = {p: _directory_format(p, fmt) for p in paths}
-    files = [_whole_directory(p, f) for p, f in wholes.items() if f]
+    files = [InputFile(_whole_directory(p, names), f) for p, f in wholes.items() if f]
     # a file named twice (or also inside a named directory) is still one input
-    listed = list({p.resolve(): p for p in expand([p for p, f in wholes.items() if not f])}.values())
-    named_dir = any(p.is_dir() for p in paths)
-    for path, digest in zip(listed, _hashes(listed)):
-        f = InputFile(path, digest, path.stat().st_size)
-        f.format = fmt or registry.detect(path)
-        if f.format is None and not named_dir:
-            if not read_head(path, 4096).strip():
-                raise IngestError(f"{path.name}: empty file")
-            raise IngestError(f"{path.name}: unknown format (try --format; known: "
-                              f"{', '.join(x.name for x in registry.FORMATS)})")
+    unique: dict[Path, Source] = {}
+    for s in sources.expand([p for p, f in wholes.items() if not f], names):
+        unique.setdefault(s.path.resolve(), s)
+    if _likely_parallel(list(unique.values())):
+        workers.warm()
+    read = sources.hashed(list(sources.opened(iter(unique.values()), spool)))
+    notes = [note for s in read for note in s.notes]
+    unrecognised: dict[str, list[str]] = {}
+    for s in read:
+        f = InputFile(s, fmt or registry.detect(s.path))
         if f.format is not None:
             files.append(f)
+        elif s.archive is not None:
+            unrecognised.setdefault(sources.short(s.archive), []).append(s.member)
+        elif not s.found:
+            if not sources.read_head(s.path, 4096).strip():
+                raise IngestError(s.label, "empty file")
+            raise IngestError(s.label, "unknown format", _name_the_format())
     if not files:
-        where = ", ".join(str(p) for p in paths)
-        raise IngestError(f"{where}: no recognised trace file")
+        shown = ", ".join(sources.display(p, names) for p in paths)
+        raise IngestError(shown, "no recognised trace file", _name_the_format())
+    files[0].notes = notes + [f"{archive}: skipped {len(members)} member(s) no format recognises, "
+                              f"e.g. {members[0]}" for archive, members in unrecognised.items()]
     return files
 
 
-def _hashes(paths: list[Path]) -> list[str]:
-    """sha256 of each file; hashlib and file reads release the GIL, so threads overlap them."""
-    if len(paths) < 2:
-        return [sha256_file(p) for p in paths]
-    with ThreadPoolExecutor(max_workers=min(4, len(paths))) as pool:
-        return list(pool.map(sha256_file, paths))
+def _likely_parallel(listed: list[Source]) -> bool:
+    """Whether these files (archives not opened yet) will probably be parsed by workers."""
+    several = len(listed) > 1 or any(sources.is_archive(s.path) for s in listed)
+    return several and sum(s.path.stat().st_size for s in listed) >= PARALLEL_MIN_BYTES \
+        and workers.jobs() > 1
+
+
+def _name_the_format() -> Hint:
+    return Hint("format", f"try {{option}}; known: {registry.known()}")
 
 
 def _directory_format(path: Path, forced: Format | None) -> Format | None:
@@ -147,53 +181,29 @@ def _directory_format(path: Path, forced: Format | None) -> Format | None:
     return registry.claiming(path)
 
 
-def _whole_directory(root: Path, fmt: Format) -> InputFile:
+def _whole_directory(root: Path, names: Mapping[Path, str]) -> Source:
     h, size = hashlib.sha256(), 0
-    for path in expand([root]):
-        h.update(f"{path.relative_to(root)}\0{sha256_file(path)}\n".encode())
-        size += path.stat().st_size
-    return InputFile(root, h.hexdigest(), size, fmt)
+    for s in sources.expand([root], {}):
+        h.update(f"{s.path.relative_to(root)}\0{sources.sha256_file(s.path)}\n".encode())
+        size += s.path.stat().st_size
+    return Source(root, sources.display(root, names), root, h.hexdigest(), size)
 
 
 def run_digest(files: list[InputFile]) -> str:
     h = hashlib.sha256()
-    for f in sorted(files, key=lambda f: f.sha256):
-        h.update(f.sha256.encode())
+    for f in sorted(files, key=lambda f: f.source.sha256):
+        h.update(f.source.sha256.encode())
     return h.hexdigest()
 
 
 def _parse_all(files: list[InputFile], progress: Progress | None) -> None:
-    with _gc_paused():
-        for i, f in enumerate(files):
-            if progress:
-                progress(i, len(files), f.path.name)
-            parse_one(f)
+    for i, f in enumerate(files):
+        if progress:
+            progress(i, len(files), f.label)
+        with workers.gc_paused():
+            f.parsed, f.started = parse_input(f.path, f.format.name, f.label)
     if progress:
         progress(len(files), len(files), "loading")
-
-
-@contextmanager
-def _gc_paused():
-    """Parsing allocates millions of acyclic objects; cyclic GC passes over them only cost time."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
-
-
-def parse_one(f: InputFile) -> None:
-    f.started = _now()
-    try:
-        f.parsed = f.format.parse(f.path)
-    except IngestError:
-        raise
-    except (ValueError, TypeError, KeyError, IndexError, OverflowError, UnicodeError,
-            pa.ArrowException, EOFError, OSError, RecursionError, MemoryError) as e:
-        reason = str(e).splitlines()[0] if str(e) else type(e).__name__
-        raise IngestError(f"{f.path.name}: {reason}") from None
 
 
 def new_run_id(con: duckdb.DuckDBPyConnection, digest: str) -> str:
@@ -205,66 +215,77 @@ def new_run_id(con: duckdb.DuckDBPyConnection, digest: str) -> str:
     return run_id
 
 
-def default_name(paths: list[Path]) -> str:
+def default_name(paths: list[Path], names: Mapping[Path, str] | None = None) -> str:
+    if names and paths[0] in names:
+        first = sources.short(names[paths[0]])
+        return first if len(paths) == 1 else f"{first} (+{len(paths) - 1})"
     p = paths[0].resolve()
     return p.name if len(paths) == 1 else f"{p.parent.name}/{p.name} (+{len(paths) - 1})"
 
 
-def _merged_run(files: list[InputFile]) -> dict:
-    run: dict = {}
-    for f in files:
-        facts = run_facts(f.path) if f.format.name.startswith("polytrace") else {}
-        for k, v in {**facts, **f.parsed.run}.items():
-            if v is not None and run.get(k) is None:
-                run[k] = v
-    return run
+def _filled(run: dict, facts: dict) -> None:
+    """Take each fact the run does not have yet."""
+    for k, v in facts.items():
+        if v is not None and run.get(k) is None:
+            run[k] = v
 
 
 def checked_overrides(overrides: dict | None) -> dict:
     unknown = set(overrides or {}) - set(RUN_COLUMNS)
     if unknown:
-        raise IngestError(f"cannot set run field(s) {', '.join(sorted(unknown))}; "
-                          f"settable: {', '.join(RUN_COLUMNS)}")
+        raise IngestError(None, f"cannot set run field(s) {', '.join(sorted(unknown))}; "
+                                f"settable: {', '.join(RUN_COLUMNS)}")
     return {k: v for k, v in (overrides or {}).items() if v is not None}
 
 
 def write_run(con, run_id: str, digest: str, files: list[InputFile], name: str,
               progress: Progress | None = None, overrides: dict | None = None) -> IngestResult:
-    """Store the files as the new run `run_id` in one transaction, parsing those not parsed yet."""
+    """Store the inputs as the new run `run_id` in one transaction, parsing those not parsed yet."""
     fmt_name = "+".join(sorted({f.format.name for f in files}))
     with store.transaction(con):
         con.execute("INSERT INTO runs (run_id, name, format, sha256, created_at) VALUES (?, ?, ?, ?, ?)",
-                    [run_id, name, fmt_name, digest, _now()])
-        filters = _stream(con, run_id, files, progress)
-        run = {**(overrides or {}), **_merged_run(files)}
+                    [run_id, name, fmt_name, digest, now()])
+        deferred = _stream(con, run_id, files, progress)
+        run: dict = {}
+        for f in files:
+            _filled(run, {**(f.format.run_facts(f.source.origin) if f.format.run_facts else {}),
+                          **f.parsed.run})
+        for fmt, data in deferred.items():
+            after = fmt.after_load(con, run_id, data)
+            _filled(run, after.run)
+            next(f for f in files if f.format is fmt).parsed.warnings.extend(after.warnings)
+        run = {**(overrides or {}), **run}
         con.execute(f"UPDATE runs SET {', '.join(f'{k} = ?' for k in RUN_COLUMNS)} WHERE run_id = ?",
                     [*(run.get(k) for k in RUN_COLUMNS), run_id])
-        for data in filters:
-            _apply_filter(con, run_id, data)
-        _log_many(con, [(f, run_id, "ok", "; ".join(f.parsed.warnings) or None, f.rows,
-                         f.started or _now()) for f in files])
+        _log_many(con, [(f, run_id, "ok", "; ".join(_warnings(f)) or None, f.rows,
+                         f.started or now()) for f in files])
         materialize(con, run_id)
-    warnings = [w for f in files for w in f.parsed.warnings]
+    warnings = [w for f in files for w in _warnings(f)]
     return IngestResult(run_id, fmt_name, row_counts(con, run_id), warnings=warnings)
 
 
-def _stream(con, run_id: str, files: list[InputFile], progress: Progress | None) -> list[pa.Table]:
-    """Parse file by file and insert every FLUSH_BYTES of Arrow data, inside the caller's transaction.
+def _warnings(f: InputFile) -> list[str]:
+    return f.notes + f.parsed.warnings
+
+
+def _stream(con, run_id: str, files: list[InputFile], progress: Progress | None) -> dict[Format, list]:
+    """Parse input by input and insert every FLUSH_BYTES of Arrow data, inside the caller's
+    transaction.
 
     Memory stays bounded by one flush, not by the run, and the run still lands all or
-    nothing. Returns the sample_filter tables, which apply once every sample is in.
+    nothing. Returns, for each format with an after_load hook, its inputs' deferred data.
     """
     pending: dict[str, list[pa.Table]] = {}
-    filters, size = [], 0
-    with _gc_paused():
-        for i, f in enumerate(_parsed_in_order(files)):
+    deferred: dict[Format, list] = {}
+    size = 0
+    with workers.gc_paused(), closing(_parsed_in_order(files)) as parsed:
+        for i, f in enumerate(parsed):
             if progress:
-                progress(i, len(files), f.path.name)
+                progress(i, len(files), f.label)
             f.rows = f.parsed.rows
+            if f.format.after_load:
+                deferred.setdefault(f.format, []).append(f.parsed.deferred)
             for table, data in f.parsed.tables.items():
-                if table == "sample_filter":
-                    filters.append(data)
-                    continue
                 pending.setdefault(table, []).append(data)
                 size += data.nbytes
             f.parsed.tables = {}
@@ -274,57 +295,28 @@ def _stream(con, run_id: str, files: list[InputFile], progress: Progress | None)
         if progress:
             progress(len(files), len(files), "loading")
         _flush(con, run_id, pending)
-    return filters
+    return deferred
 
 
 def parse_jobs(files: list[InputFile]) -> int:
-    """Worker processes for parsing these files (ingest.workers.jobs); 1 below
+    """Worker processes for parsing these inputs (ingest.workers.jobs); 1 below
     PARALLEL_MIN_BYTES in all."""
     todo = [f for f in files if f.parsed is None]
-    if len(todo) < 2 or sum(f.bytes for f in todo) < PARALLEL_MIN_BYTES:
+    if len(todo) < 2 or sum(f.source.bytes for f in todo) < PARALLEL_MIN_BYTES:
         return 1
     return min(workers.jobs(), len(todo))
 
 
 def _parsed_in_order(files: list[InputFile]) -> Iterator[InputFile]:
-    """Each file, parsed, in input order; files the caller parsed already pass through.
-
-    With more than one job the parsing runs in forked worker processes, at most `jobs`
-    files ahead of the caller, so the caller's inserts overlap the next files' parsing
-    and memory stays bounded.
-    """
-    jobs = parse_jobs(files)
-    if jobs == 1:
+    """Each input, parsed, in input order (by the parse executor); inputs the caller parsed
+    already pass through."""
+    todo = [f for f in files if f.parsed is None]
+    calls = [(f.label, (f.path, f.format.name, f.label)) for f in todo]
+    with closing(workers.in_order(parse_input, calls, parse_jobs(files))) as results:
         for f in files:
             if f.parsed is None:
-                parse_one(f)
+                f.parsed, f.started = next(results)
             yield f
-        return
-    pool = workers.pool(jobs)
-    try:
-        ahead: deque = deque()
-        for f in files:
-            ahead.append((f, pool.submit(parse_by_name, f.path, f.format.name) if f.parsed is None else None))
-            if len(ahead) > jobs:
-                yield _collected(*ahead.popleft())
-        while ahead:
-            yield _collected(*ahead.popleft())
-    finally:
-        pool.shutdown(cancel_futures=True)
-
-
-def _collected(f: InputFile, future) -> InputFile:
-    if future is not None:
-        f.parsed, f.started = workers.result(future, f.path.name)
-    return f
-
-
-def parse_by_name(path: Path, format_name: str) -> tuple[Parsed, datetime]:
-    """Parse one file in a worker process. The format travels by name: formats hold
-    functions, which do not pickle."""
-    f = InputFile(path, "", 0, registry.get(format_name))
-    parse_one(f)
-    return f.parsed, f.started
 
 
 def _flush(con, run_id: str, pending: dict[str, list[pa.Table]]) -> None:
@@ -356,9 +348,10 @@ def _restore(con, files: list[InputFile], name: str | None) -> IngestResult:
     content is a conflict. The new runs land in one transaction.
     """
     if len(files) != 1:
-        raise IngestError("ingest a Parquet lake on its own, not together with other inputs")
+        raise IngestError(None, "ingest a Parquet lake on its own, not together with other inputs")
     if name:
-        raise IngestError("--name does not apply to a Parquet lake: restored runs keep their names")
+        raise IngestError(None, "a run name does not apply to a Parquet lake: restored runs keep "
+                                "their names", Hint("name", "drop {option}"))
     f = files[0]
     fresh = _restorable(con, f)
     known = {"runs", "ingests", *data_tables(con)}
@@ -384,8 +377,7 @@ def _restorable(con, f: InputFile) -> list[str]:
         if not here:
             fresh.append(run["run_id"])
         elif here[0][0] != run.get("sha256"):
-            raise IngestError(f"{f.path.name}: run {run['run_id']} already exists here "
-                              "with different content")
+            raise IngestError(f.label, f"run {run['run_id']} already exists here with different content")
     return fresh
 
 
@@ -402,40 +394,18 @@ def _insert_runs(con, tables: dict, run_ids: list[str], f: InputFile, note: str 
             for run_id in run_ids:
                 materialize(con, run_id)
                 rows = sum(row_counts(con, run_id).values())
-                _log_many(con, [(f, run_id, "ok", note, rows, f.started or _now())])
-
-
-def _apply_filter(con, run_id: str, data: pa.Table) -> None:
-    want = Counter(data.column("step").to_pylist())
-    have = dict(con.execute(
-        "SELECT step, count(DISTINCT prompt_id) FROM samples WHERE run_id = ? GROUP BY step",
-        [run_id]).fetchall())
-    missing = sorted(s for s in want if s not in have)
-    if missing:
-        raise IngestError(
-            f"filter indices name step(s) {missing[:5]} with no packed lengths in the same ingest "
-            "(ingest the filter file together with its packed_lengths_step_N.jsonl files)")
-    # indices address prompts by file position, so a count mismatch would mark the wrong prompts
-    for step in sorted(want):
-        if want[step] != have[step]:
-            raise IngestError(f"filter indices give step {step} prompt_count {want[step]} but its "
-                              f"packed lengths hold {have[step]} prompts")
-    with store.registered(con, "_filter", data):
-        con.execute(
-            "UPDATE samples SET kept = f.kept, used = f.used FROM _filter f "
-            "WHERE samples.run_id = ? AND samples.step = f.step AND samples.prompt_id = f.prompt_id",
-            [run_id])
+                _log_many(con, [(f, run_id, "ok", note, rows, f.started or now())])
 
 
 def _log_many(con, entries: list[tuple]) -> None:
-    """One `ingests` row per (file, run_id, status, error, rows, started), in one INSERT."""
-    finished = _now()
+    """One `ingests` row per (input, run_id, status, error, rows, started), in one INSERT."""
+    finished = now()
     cols = {
         "run_id": from_list([e[1] for e in entries], pa.string()),
-        "file_name": from_list([str(e[0].path) for e in entries], pa.string()),
-        "sha256": from_list([e[0].sha256 or None for e in entries], pa.string()),
+        "file_name": from_list([e[0].source.name for e in entries], pa.string()),
+        "sha256": from_list([e[0].source.sha256 or None for e in entries], pa.string()),
         "format": from_list([e[0].format.name if e[0].format else None for e in entries], pa.string()),
-        "bytes": from_list([e[0].bytes for e in entries], pa.int64()),
+        "bytes": from_list([e[0].source.bytes for e in entries], pa.int64()),
         "rows": from_list([e[4] for e in entries], pa.int64()),
         "status": from_list([e[2] for e in entries], pa.string()),
         "error": from_list([e[3] for e in entries], pa.string()),
@@ -452,4 +422,4 @@ def _log_failure(con, files: list[InputFile], reason: str, started: datetime) ->
     except duckdb.Error:
         pass
     _log_many(con, [(f, None, "failed", reason, 0, started)
-                    for f in files or [InputFile(Path("?"), "", 0)]])
+                    for f in files or [InputFile(Source(Path("?"), "?", Path("?")))]])

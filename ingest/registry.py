@@ -34,12 +34,15 @@ FORMATS: list[Format] = [
 ]
 
 
+def known() -> str:
+    return ", ".join(f.name for f in FORMATS)
+
+
 def get(name: str) -> Format:
     for fmt in FORMATS:
         if fmt.name == name:
             return fmt
-    known = ", ".join(f.name for f in FORMATS)
-    raise IngestError(f"unknown format {name!r}; known formats: {known}")
+    raise IngestError(None, f"unknown format {name!r}; known formats: {known()}")
 
 
 def detect(path: Path) -> Format | None:

@@ -1,30 +1,61 @@
-"""Reading input files safely: transparent gzip with an inflate limit, hashing, directory expansion."""
+"""The source layer: what an ingest reads, and how its inputs are named.
+
+Files named directly or found in named directories; gzip opened by its magic bytes; and
+.zip/.tar/.tar.gz/.tgz archives, whose members become inputs of their own (each detected
+on its own), streamed to a temporary spool directory. Everything decompressed counts
+against the inflate limit (POLYTRACE_MAX_INFLATE_BYTES): per gzip file, and per archive
+for all its members together.
+"""
 from __future__ import annotations
 
 import gzip
 import hashlib
 import io
+import shutil
+import tarfile
+import tempfile
+import zipfile
 import zlib
-from pathlib import Path
-from typing import BinaryIO, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from pathlib import Path, PurePath, PurePosixPath
+from typing import BinaryIO, Iterator, Mapping
 
 from polytrace import settings
 from polytrace.ingest.contract import IngestError
 
 GZIP_MAGIC = b"\x1f\x8b"
 HEAD_BYTES = 64 * 1024
+BLOCK_BYTES = 1 << 20
+ARCHIVE_SUFFIXES = (".tar.gz", ".tgz", ".tar", ".zip")
+ARCHIVE_SEPARATOR = "!"
 
 
 def max_inflate_bytes() -> int:
-    """Largest decompressed size accepted from one gzip file (POLYTRACE_MAX_INFLATE_BYTES)."""
+    """Largest decompressed size accepted from one gzip file or archive (POLYTRACE_MAX_INFLATE_BYTES)."""
     return int(settings.get().max_inflate_bytes)
+
+
+class Budget:
+    """Decompressed bytes one input may still yield; an archive's members share one."""
+
+    def __init__(self, limit: int):
+        self.left = limit
+        self.limit = limit
+
+    def take(self, n: int, name: str | PurePath) -> None:
+        self.left -= n
+        if self.left < 0:
+            raise IngestError(name, f"inflates past {self.limit} bytes (limit POLYTRACE_MAX_INFLATE_BYTES)")
 
 
 class _LimitedReader(io.RawIOBase):
     """Wraps a decompressing stream and fails once it yields more than `limit` bytes."""
 
-    def __init__(self, inner: BinaryIO, limit: int, name: str):
-        self._inner, self._limit, self._name, self._seen = inner, limit, name, 0
+    def __init__(self, inner: BinaryIO, limit: int, path: Path):
+        self._inner, self._limit, self._path, self._seen = inner, limit, path, 0
 
     def readable(self) -> bool:
         return True
@@ -33,13 +64,11 @@ class _LimitedReader(io.RawIOBase):
         try:
             n = self._inner.readinto(buffer)
         except (OSError, EOFError, zlib.error) as e:
-            raise IngestError(f"{self._name}: corrupt or truncated gzip ({e})") from None
+            raise IngestError(self._path, f"corrupt or truncated gzip ({e})") from None
         self._seen += n
         if self._seen > self._limit:
-            raise IngestError(
-                f"{self._name}: gzip inflates past {self._limit} bytes "
-                "(limit POLYTRACE_MAX_INFLATE_BYTES)"
-            )
+            raise IngestError(self._path, f"gzip inflates past {self._limit} bytes "
+                                          "(limit POLYTRACE_MAX_INFLATE_BYTES)")
         return n
 
     def close(self) -> None:
@@ -55,8 +84,8 @@ def is_gzip(path: Path) -> bool:
 def open_stream(path: Path) -> BinaryIO:
     """Open a file for reading, decompressing gzip (by magic bytes) under the inflate limit."""
     if is_gzip(path):
-        raw = _LimitedReader(gzip.open(path, "rb"), max_inflate_bytes(), path.name)
-        return io.BufferedReader(raw, buffer_size=1 << 20)
+        raw = _LimitedReader(gzip.open(path, "rb"), max_inflate_bytes(), path)
+        return io.BufferedReader(raw, buffer_size=BLOCK_BYTES)
     return open(path, "rb")
 
 
@@ -70,41 +99,252 @@ def read_head(path: Path, n: int = HEAD_BYTES) -> bytes:
         return f.read(n)
 
 
-def read_text(path: Path) -> str:
-    """Whole file as UTF-8 text; non-UTF-8 bytes are a bad input."""
-    return _utf8(read_bytes(path), path.name)
-
-
-def check_utf8(data: bytes, name: str) -> None:
+def check_utf8(data: bytes, path: str | PurePath) -> None:
     """Reject non-UTF-8 bytes, even where a decoder would skip them (fast path for ASCII)."""
     if not data.isascii():
-        _utf8(data, name)
-
-
-def _utf8(data: bytes, name: str) -> str:
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise IngestError(f"{name}: not UTF-8 text (byte {e.start})") from None
+        try:
+            data.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise IngestError(path, f"not UTF-8 text (byte {e.start})") from None
 
 
 def sha256_file(path: Path) -> str:
     h = hashlib.sha256()
     with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
+        for chunk in iter(lambda: f.read(BLOCK_BYTES), b""):
             h.update(chunk)
     return h.hexdigest()
 
 
-def expand(paths: list[Path]) -> Iterator[Path]:
-    """Files named directly, and every non-hidden file below named directories, sorted."""
+# --- naming -------------------------------------------------------------------------------------
+
+_reading: ContextVar[tuple[PurePath, str] | None] = ContextVar("polytrace_reading", default=None)
+
+
+@contextmanager
+def reading(path: PurePath, label: str) -> Iterator[None]:
+    """While a format parses the input at `path`, name_of(path) is `label`."""
+    token = _reading.set((path, label))
+    try:
+        yield
+    finally:
+        _reading.reset(token)
+
+
+def name_of(path: PurePath) -> str:
+    """How the user knows the input at `path`, for a format to name it in its data and warnings:
+    archive!member for a spooled archive member, else the file name."""
+    current = _reading.get()
+    return current[1] if current is not None and current[0] == path else path.name
+
+
+def short(name: str) -> str:
+    """A display name shortened for messages: its last part."""
+    return PurePosixPath(name.replace("\\", "/")).name
+
+
+# --- inputs -------------------------------------------------------------------------------------
+
+@dataclass
+class Source:
+    """One input file as the ingest reads it."""
+
+    path: Path            # its bytes on disk (a spooled, decompressed copy for an archive member)
+    name: str             # as the user knows it: the path as given, or archive!member
+    origin: Path          # where it sits in the user's tree, for facts a path implies
+    sha256: str = ""
+    bytes: int = 0
+    found: bool = False   # found by walking a named directory, not named itself
+    archive: str | None = None  # display name of the archive it came from, and its name there
+    member: str | None = None
+    notes: list[str] = field(default_factory=list)  # what reading it skipped
+
+    @property
+    def label(self) -> str:
+        """Its name in messages: the file name, or archive!member."""
+        if self.archive is None:
+            return short(self.name)
+        return f"{short(self.archive)}{ARCHIVE_SEPARATOR}{self.member}"
+
+
+def display(path: Path, names: Mapping[Path, str]) -> str:
+    return names.get(path, str(path))
+
+
+def expand(paths: list[Path], names: Mapping[Path, str]) -> Iterator[Source]:
+    """Files named directly, and every non-hidden file below named directories, sorted;
+    a file below a named directory is named after it unless `names` names the file."""
     for p in paths:
         if p.is_dir():
-            yield from sorted(
-                f for f in p.rglob("*")
-                if f.is_file() and not any(part.startswith(".") for part in f.relative_to(p).parts)
-            )
+            shown = display(p, names)
+            for f in sorted(f for f in p.rglob("*") if f.is_file() and not _hidden(f.relative_to(p))):
+                rel = f.relative_to(p).as_posix()
+                yield Source(f, names.get(f, f"{shown}/{rel}"), f, found=True)
         elif p.is_file():
-            yield p
+            yield Source(p, display(p, names), p)
         else:
-            raise IngestError(f"{p}: no such file or directory")
+            raise IngestError(display(p, names), "no such file or directory")
+
+
+def _hidden(rel: PurePath) -> bool:
+    return any(part.startswith(".") for part in rel.parts)
+
+
+def hashed(sources: list[Source]) -> list[Source]:
+    """Fill in each file's sha256 and size; hashlib and file reads release the GIL, so threads
+    overlap them."""
+    todo = [s for s in sources if not s.sha256]
+    if len(todo) < 2:
+        digests = [sha256_file(s.path) for s in todo]
+    else:
+        with ThreadPoolExecutor(max_workers=min(4, len(todo))) as pool:
+            digests = list(pool.map(lambda s: sha256_file(s.path), todo))
+    for s, digest in zip(todo, digests):
+        s.sha256, s.bytes = digest, s.path.stat().st_size
+    return sources
+
+
+# --- archives -----------------------------------------------------------------------------------
+
+def is_archive(path: Path) -> bool:
+    """A .zip or .tar(.gz) archive, by its name and its (decompressed) magic bytes."""
+    if not path.name.lower().endswith(ARCHIVE_SUFFIXES):
+        return False
+    head = read_head(path, 512)
+    return head[257:262] == b"ustar" or head.startswith((b"PK\x03\x04", b"PK\x05\x06"))
+
+
+class Spool:
+    """A temporary directory for archive members, made on first use, removed on close."""
+
+    def __init__(self) -> None:
+        self._root: Path | None = None
+        self._count = 0
+
+    def new_file(self, member: str) -> Path:
+        if self._root is None:
+            self._root = Path(tempfile.mkdtemp(prefix="polytrace-spool-"))
+        self._count += 1
+        folder = self._root / str(self._count)
+        folder.mkdir()
+        return folder / (PurePosixPath(member).name or "member")
+
+    def close(self) -> None:
+        if self._root is not None:
+            shutil.rmtree(self._root, ignore_errors=True)
+
+
+def members(archive: Source, spool: Spool) -> Iterator[Source]:
+    """Each regular, non-hidden member of an archive, in archive order, spooled (gzip members
+    decompressed) and hashed as the archive streams by; what is skipped goes to the first
+    member's notes."""
+    budget = Budget(max_inflate_bytes())
+    skipped: dict[str, list[str]] = {}
+    first = None
+    for member, stream in _entries(archive, skipped):
+        source = _spooled(archive, member, stream, spool, budget)
+        if first is None:
+            first = source
+        yield source
+    if first is not None:
+        first.notes += [f"{archive.label}: skipped {len(names)} {why} member(s), e.g. {names[0]}"
+                        for why, names in skipped.items()]
+
+
+def _entries(archive: Source, skipped: dict[str, list[str]]) -> Iterator[tuple[str, BinaryIO]]:
+    def take(name: str, regular: bool) -> bool:
+        why = "hidden" if _hidden(PurePosixPath(name)) else None if regular else "non-regular"
+        if why:
+            skipped.setdefault(why, []).append(name)
+        return why is None
+
+    if zipfile.is_zipfile(archive.path):
+        yield from _zip_entries(archive, take)
+    else:
+        yield from _tar_entries(archive, take)
+
+
+def _safe_name(archive: Source, member: str) -> str:
+    p = PurePosixPath(member.replace("\\", "/"))
+    if p.is_absolute() or ".." in p.parts or (p.parts and ":" in p.parts[0]):
+        raise IngestError(archive.label, f"member name escapes the archive: {member!r}")
+    return str(p)
+
+
+def _tar_entries(archive: Source, take) -> Iterator[tuple[str, BinaryIO]]:
+    with open_stream(archive.path) as raw:
+        try:
+            with tarfile.open(fileobj=raw, mode="r|") as tar:
+                for m in tar:
+                    name = _safe_name(archive, m.name)
+                    if not m.isdir() and take(name, m.isfile()):
+                        yield name, tar.extractfile(m)
+        except (tarfile.TarError, OSError, EOFError, zlib.error) as e:
+            raise IngestError(archive.label, f"not a readable tar archive ({e})") from None
+
+
+def _zip_entries(archive: Source, take) -> Iterator[tuple[str, BinaryIO]]:
+    try:
+        with zipfile.ZipFile(archive.path) as zf:
+            for info in zf.infolist():
+                name = _safe_name(archive, info.filename)
+                if not info.is_dir() and take(name, True):
+                    with zf.open(info) as f:
+                        yield name, f
+    except (zipfile.BadZipFile, NotImplementedError, RuntimeError, OSError, EOFError, zlib.error,
+            ValueError) as e:
+        # a corrupt directory can point a member at a negative offset (OSError) or name it
+        # in bytes that are not the UTF-8 its flags promise (UnicodeDecodeError)
+        raise IngestError(archive.label, f"not a readable zip archive ({e})") from None
+
+
+def _spooled(archive: Source, member: str, stream: BinaryIO, spool: Spool, budget: Budget) -> Source:
+    to = spool.new_file(member)
+    source = Source(to, f"{archive.name}{ARCHIVE_SEPARATOR}{member}", archive.origin / member,
+                    found=archive.found, archive=archive.name, member=member)
+    shown = source.label
+    h, size = hashlib.sha256(), 0
+    try:
+        head = stream.read(2)
+        if head == GZIP_MAGIC:
+            stream = gzip.GzipFile(fileobj=_Prefixed(head, stream), mode="rb")
+            head = b""
+        with open(to, "wb") as out:
+            while block := head or stream.read(BLOCK_BYTES):
+                head = b""
+                budget.take(len(block), shown)
+                h.update(block)
+                out.write(block)
+                size += len(block)
+    except (OSError, EOFError, zlib.error, tarfile.TarError, zipfile.BadZipFile) as e:
+        raise IngestError(shown, f"corrupt or truncated data ({e})") from None
+    source.sha256, source.bytes = h.hexdigest(), size
+    return source
+
+
+class _Prefixed(io.RawIOBase):
+    """A stream with bytes already read from it put back in front."""
+
+    def __init__(self, head: bytes, rest: BinaryIO):
+        self._head, self._rest = head, rest
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        if self._head:
+            n = min(len(buffer), len(self._head))
+            buffer[:n], self._head = self._head[:n], self._head[n:]
+            return n
+        data = self._rest.read(len(buffer))
+        buffer[:len(data)] = data
+        return len(data)
+
+
+def opened(sources: Iterator[Source], spool: Spool) -> Iterator[Source]:
+    """The sources with every archive replaced by its members."""
+    for s in sources:
+        if is_archive(s.path):
+            yield from members(s, spool)
+        else:
+            yield s

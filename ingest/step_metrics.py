@@ -31,7 +31,7 @@ class StepMetrics:
 
     def add(self, step: int, metrics: dict[str, float], truncated: bool = False) -> None:
         if not -(2**31) <= step < 2**31:
-            raise IngestError(f"step {step} is out of range")
+            raise IngestError(None, f"step {step} is out of range")
         self.times_logged[step] = self.times_logged.get(step, 0) + 1
         values = self.steps.setdefault(step, {})
         for key, value in metrics.items():

@@ -2,11 +2,13 @@
 from __future__ import annotations
 
 import re
+from pathlib import PurePath
 from typing import BinaryIO, Iterator
 
 import msgspec
 
 from polytrace.ingest.contract import IngestError
+from polytrace.ingest.sources import Budget
 
 BLOCK_BYTES = 2 << 20
 # A header, or a run of bytes with no decodable event boundary, longer than this is not a trace.
@@ -16,19 +18,6 @@ _KEY = b'"traceEvents"'
 # event (nested args, strings); a cut there does not decode as a list, so it is never taken.
 _BOUNDARY = re.compile(rb"\}\s*,\s*\{")
 _CANDIDATES = 4
-
-
-class Budget:
-    """Decompressed bytes one input may still yield (POLYTRACE_MAX_INFLATE_BYTES), shared by archive members."""
-
-    def __init__(self, limit: int):
-        self.left = limit
-        self.limit = limit
-
-    def take(self, n: int, name: str) -> None:
-        self.left -= n
-        if self.left < 0:
-            raise IngestError(f"{name}: inflates past {self.limit} bytes (limit POLYTRACE_MAX_INFLATE_BYTES)")
 
 
 class EventStream:
@@ -41,8 +30,8 @@ class EventStream:
     bounded by one block plus one chunk of decoded events.
     """
 
-    def __init__(self, stream: BinaryIO, name: str, event_types: tuple[type, ...], meta_type: type,
-                 budget: Budget):
+    def __init__(self, stream: BinaryIO, name: str | PurePath, event_types: tuple[type, ...],
+                 meta_type: type, budget: Budget):
         self.stream, self.name, self.budget = stream, name, budget
         self.meta: list = []
         self._meta_type = meta_type
@@ -71,7 +60,7 @@ class EventStream:
                 yield events
                 del carry[1:rest]
             elif len(carry) > MAX_CARRY_BYTES:
-                raise IngestError(f"{self.name}: malformed JSON in traceEvents near byte "
+                raise IngestError(self.name, f"malformed JSON in traceEvents near byte "
                                   f"{self.bytes_read - len(carry)}")
 
     def _open_array(self) -> bytes:
@@ -86,23 +75,23 @@ class EventStream:
                 if len(after) >= 64 or not block:
                     break
             if not block:
-                raise IngestError(f"{self.name}: no traceEvents array (not a Chrome/Kineto trace)")
+                raise IngestError(self.name, "no traceEvents array (not a Chrome/Kineto trace)")
             if len(buf) > MAX_CARRY_BYTES:
-                raise IngestError(f"{self.name}: no traceEvents array in the first "
+                raise IngestError(self.name, f"no traceEvents array in the first "
                                   f"{MAX_CARRY_BYTES >> 20} MB")
         head = buf[:at].strip()
         if not head.startswith(b"{"):
-            raise IngestError(f"{self.name}: not a JSON object with a traceEvents array")
+            raise IngestError(self.name, "not a JSON object with a traceEvents array")
         try:
             self.meta.append(self._decode([msgspec.json.Decoder(self._meta_type)],
                                           head.rstrip(b",") + b"}", "header"))
         except msgspec.DecodeError as e:
-            raise IngestError(f"{self.name}: {e} (trace header)") from None
+            raise IngestError(self.name, f"{e} (trace header)") from None
         if not after.startswith(b":"):
-            raise IngestError(f"{self.name}: traceEvents is not followed by ':'")
+            raise IngestError(self.name, "traceEvents is not followed by ':'")
         after = after[1:].lstrip()
         if not after.startswith(b"["):
-            raise IngestError(f"{self.name}: traceEvents is not an array")
+            raise IngestError(self.name, "traceEvents is not an array")
         return after[1:]
 
     def _cut(self, carry: bytearray) -> tuple[list | None, int]:
@@ -131,7 +120,7 @@ class EventStream:
             tail = self._decode(self._tails, b'{"traceEvents":[' + carry, "end")
         except msgspec.DecodeError as e:
             reason = "truncated JSON" if "truncated" in str(e) else str(e)
-            raise IngestError(f"{self.name}: {reason} (trace end)") from None
+            raise IngestError(self.name, f"{reason} (trace end)") from None
         self.meta.append(tail)
         return tail.traceEvents
 
@@ -143,5 +132,5 @@ class EventStream:
             except msgspec.ValidationError as e:
                 error = e
             except RecursionError:
-                raise IngestError(f"{self.name}: JSON nested too deeply in the trace {where}") from None
-        raise IngestError(f"{self.name}: unexpected field type in the trace {where} ({error})") from None
+                raise IngestError(self.name, f"JSON nested too deeply in the trace {where}") from None
+        raise IngestError(self.name, f"unexpected field type in the trace {where} ({error})") from None

@@ -9,6 +9,7 @@ import sys
 import pytest
 
 from polytrace import store
+from polytrace.ingest.contract import IngestError
 from polytrace.ingest.load import ingest_paths
 from polytrace.store.runs import data_tables
 
@@ -92,7 +93,8 @@ CASES = [
      lambda t: ([packed(t, '{"0": {"input": [1], "output": "abc"}}', name="old.json")], [], {}),
      "old.json: Expected `array`, got `str`"),
     ("unknown format",
-     lambda t: ([packed(t, "hello, world\n", name="notes.txt")], [], {}), "notes.txt: unknown format"),
+     lambda t: ([packed(t, "hello, world\n", name="notes.txt")], [], {}),
+     "notes.txt: unknown format (try --format; known: polytrace-packed, "),
     ("unknown --format name",
      lambda t: ([packed(t, GOOD)], ["--format", "nope"], {}), "unknown format 'nope'"),
     ("directory with no recognised file",
@@ -165,3 +167,33 @@ def test_same_content_twice_is_the_same_run_and_force_makes_a_new_one(db, tmp_pa
     after = snapshot(db)
     assert len(after["runs"]) == len(before["runs"]) + 1
     assert after["counts"]["samples"] == before["counts"]["samples"] + 4
+
+
+def test_the_caller_names_the_inputs_and_words_the_hint(db, tmp_path):
+    """The API ingests uploads from temporary paths: the error and the log use the client's names,
+    and the hint names the form field where the CLI names its flag."""
+    upload = tmp_path / "polytrace-upload-x1" / "files"
+    upload.mkdir(parents=True)
+    (upload / "notes.txt").write_text("hello, world\n")
+    (upload / "more.txt").write_text("more\n")
+    field = lambda option: f"the {option!r} form field"  # noqa: E731
+    con = store.open(db)
+    try:
+        with pytest.raises(IngestError) as single:
+            ingest_paths(con, [upload / "notes.txt"], names={upload / "notes.txt": "docs/notes.txt"},
+                         option_words=field)
+        with pytest.raises(IngestError) as several:
+            ingest_paths(con, [upload], names={upload: "docs"}, option_words=field)
+        log = con.execute("SELECT file_name, error FROM ingests WHERE status = 'failed' "
+                          "ORDER BY ingest_id").fetchall()
+    finally:
+        con.close()
+    e = single.value
+    assert (e.path, e.reason, e.hint.option, e.unrecognised) == (
+        "notes.txt", "unknown format", "format", True)
+    assert str(e).startswith("notes.txt: unknown format (try --format; known: polytrace-packed, ")
+    assert e.worded(field).startswith("notes.txt: unknown format (try the 'format' form field; known: ")
+    assert several.value.worded(field).startswith(
+        "docs: no recognised trace file (try the 'format' form field")
+    # a failed row per path given, named as the caller named it, with the error as the caller words it
+    assert log == [("docs/notes.txt", e.worded(field)), ("docs", several.value.worded(field))]

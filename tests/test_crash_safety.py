@@ -5,6 +5,7 @@ import os
 import random
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -89,35 +90,61 @@ def assert_whole_or_absent(before: dict, after: dict, trace: Trace) -> str:
     return "complete"
 
 
-def sizes(db: Path) -> tuple[int, int]:
-    wal = Path(f"{db}.wal")
-    return db.stat().st_size, wal.stat().st_size if wal.exists() else 0
+class Probe:
+    """What a poll can see of a running ingest: its database files and its process."""
+
+    def __init__(self, pid: int, db: Path, input_bytes: int):
+        self.pid, self.db, self.input_bytes = pid, db, input_bytes
+        self.db0 = db.stat().st_size
+
+    @property
+    def db_bytes(self) -> int:
+        return self.db.stat().st_size
+
+    @property
+    def wal_bytes(self) -> int:
+        wal = Path(f"{self.db}.wal")
+        return wal.stat().st_size if wal.exists() else 0
+
+    @property
+    def read_bytes(self) -> int:
+        """Bytes the process has read so far (rchar: never goes down)."""
+        with open(f"/proc/{self.pid}/io") as f:
+            return next(int(line.split()[1]) for line in f if line.startswith("rchar:"))
+
+    def mapped(self, library: str) -> bool:
+        with open(f"/proc/{self.pid}/maps") as f:
+            return library in f.read()
 
 
-# Kill triggers: (seconds since start, (db bytes, wal bytes), db bytes at start) -> kill now?
+# Kill points, each a state of the ingest that holds from some moment on, so that a poll
+# cannot miss it. The ingest reads its input twice, to hash it and then to parse it, and
+# only after parsing does it write to the database.
 TRIGGERS = {
-    "at 0.2 s (starting up)": lambda t, now, db0: t >= 0.2,
-    "at 0.5 s": lambda t, now, db0: t >= 0.5,
-    "at 1.0 s (parsing)": lambda t, now, db0: t >= 1.0,
-    "load began (database file grows)": lambda t, now, db0: now[0] > db0,
-    "mid load (database file +2 MB)": lambda t, now, db0: now[0] > db0 + 2 * 1024**2,
+    "started": lambda p: True,
+    "imports done (pyarrow loaded)": lambda p: p.mapped("libarrow"),
+    "parsing (the input read twice: hashed, then parsed)": lambda p: p.read_bytes >= 2 * p.input_bytes,
+    "load began (database file grows)": lambda p: p.db_bytes > p.db0,
+    "mid load (database file +2 MB)": lambda p: p.db_bytes > p.db0 + 2 * 1024**2,
     # DuckDB writes a big insert's row groups into the file first; the commit then logs them
-    "commit (WAL grows)": lambda t, now, db0: now[0] > db0 and now[1] > 16 * 1024,
+    "commit (WAL grows)": lambda p: p.db_bytes > p.db0 and p.wal_bytes > 16 * 1024,
 }
 
 
-def kill_when(proc: subprocess.Popen, db: Path, trigger) -> float | None:
-    """Poll the process and the database files; SIGKILL as soon as the trigger fires.
-    Returns when it was killed (seconds), or None when it exited first."""
-    start, db0 = time.monotonic(), db.stat().st_size
+def kill_when(proc: subprocess.Popen, probe: Probe, trigger) -> bool:
+    """Poll the process and the database files; SIGKILL as soon as the trigger holds.
+    Returns whether it was killed, False when it exited first."""
     while proc.poll() is None:
-        t = time.monotonic() - start
-        if trigger(t, sizes(db), db0):
+        try:
+            fired = trigger(probe)
+        except (FileNotFoundError, ProcessLookupError):  # the process is exiting
+            fired = False
+        if fired:
             proc.send_signal(signal.SIGKILL)
             proc.wait()
-            return t
+            return True
         time.sleep(0.001)
-    return None
+    return False
 
 
 @pytest.mark.parametrize("point", list(TRIGGERS))
@@ -127,13 +154,13 @@ def test_cli_ingest_killed(point, big, baseline, tmp_path):
     before = db_state(db)
     proc = subprocess.Popen([sys.executable, "-m", "polytrace", "ingest", str(big.path), "--db", str(db)],
                             cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    killed_at = kill_when(proc, db, TRIGGERS[point])
+    killed = kill_when(proc, Probe(proc.pid, db, big.path.stat().st_size), TRIGGERS[point])
     if point != "commit (WAL grows)":
-        assert killed_at is not None, f"the ingest finished before the kill point {point!r}"
+        assert killed, f"the ingest finished before the kill point {point!r}"
     size_after_kill = db.stat().st_size
 
     outcome = assert_whole_or_absent(before, db_state(db), big)
-    if killed_at is not None and point != "commit (WAL grows)":
+    if killed and point != "commit (WAL grows)":
         assert outcome == "absent"
 
     con = store.open(db)
@@ -141,8 +168,8 @@ def test_cli_ingest_killed(point, big, baseline, tmp_path):
     con.close()
     assert result.existing == (outcome == "complete")
     assert assert_whole_or_absent(before, db_state(db), big) == "complete"
-    print(f"{point}: killed at {killed_at if killed_at is None else round(killed_at, 3)} s, "
-          f"run {outcome}, db {size_after_kill} B after kill, {db.stat().st_size} B after re-ingest")
+    print(f"{point}: {'killed' if killed else 'exited first'}, run {outcome}, "
+          f"db {size_after_kill} B after kill, {db.stat().st_size} B after re-ingest")
 
 
 # --- the server, killed mid-upload ---------------------------------------------------------------
@@ -150,8 +177,8 @@ def test_cli_ingest_killed(point, big, baseline, tmp_path):
 class Server:
     """`polytrace serve` in a subprocess, so that it can be SIGKILLed."""
 
-    def __init__(self, db: Path, port: int, tmp: Path):
-        env = {**os.environ, "TMPDIR": str(tmp), "POLYTRACE_HOST": "127.0.0.1"}
+    def __init__(self, db: Path, port: int, tmp: Path, env: dict[str, str] | None = None):
+        env = {**os.environ, "TMPDIR": str(tmp), "POLYTRACE_HOST": "127.0.0.1", **(env or {})}
         env.pop("POLYTRACE_TOKEN", None)
         self.url = f"http://127.0.0.1:{port}"
         self.proc = subprocess.Popen(
@@ -182,27 +209,29 @@ class Server:
 BOUNDARY = "polytrace-crash-test"
 
 
-def multipart(path: Path, pause_every: int | None = None):
+def multipart(paths: list[Path], pause_every: int | None = None):
     """A multipart body streamed in 1 MiB chunks, pausing 50 ms every `pause_every` chunks."""
-    yield (f"--{BOUNDARY}\r\nContent-Disposition: form-data; name=\"file\"; "
-           f"filename=\"{path.name}\"\r\nContent-Type: application/octet-stream\r\n\r\n").encode()
-    with open(path, "rb") as f:
-        for i, chunk in enumerate(iter(lambda: f.read(1 << 20), b"")):
-            yield chunk
-            if pause_every and i % pause_every == 0:
-                time.sleep(0.05)
-    yield f"\r\n--{BOUNDARY}--\r\n".encode()
+    for path in paths:
+        yield (f"--{BOUNDARY}\r\nContent-Disposition: form-data; name=\"file\"; "
+               f"filename=\"{path.name}\"\r\nContent-Type: application/octet-stream\r\n\r\n").encode()
+        with open(path, "rb") as f:
+            for i, chunk in enumerate(iter(lambda: f.read(1 << 20), b"")):
+                yield chunk
+                if pause_every and i % pause_every == 0:
+                    time.sleep(0.05)
+        yield b"\r\n"
+    yield f"--{BOUNDARY}--\r\n".encode()
 
 
-def upload(url: str, path: Path, pause_every: int | None = None) -> httpx.Response:
-    return httpx.post(f"{url}/api/runs", content=multipart(path, pause_every), timeout=120,
+def upload(url: str, paths: list[Path], pause_every: int | None = None) -> httpx.Response:
+    return httpx.post(f"{url}/api/runs", content=multipart(paths, pause_every), timeout=120,
                       headers={"Content-Type": f"multipart/form-data; boundary={BOUNDARY}"})
 
 
-def upload_in_thread(url: str, path: Path, pause_every: int | None) -> threading.Thread:
+def upload_in_thread(url: str, paths: list[Path], pause_every: int | None) -> threading.Thread:
     def run():
         try:
-            upload(url, path, pause_every)
+            upload(url, paths, pause_every)
         except httpx.TransportError:
             pass  # the server died under it: expected
 
@@ -223,15 +252,21 @@ def wait_for(condition, what: str, timeout: float = 60) -> None:
         time.sleep(0.002)
 
 
-def test_server_killed_mid_upload_and_mid_load(big, baseline, tmp_path):
-    db, uploads, port = tmp_path / "server.duckdb", tmp_path / "uploads", free_port()
+def server_files(baseline: Path, tmp_path: Path) -> tuple[Path, Path, int]:
+    """A copy of the baseline database, a directory for the server's uploads, a free port."""
+    db, uploads = tmp_path / "server.duckdb", tmp_path / "uploads"
     uploads.mkdir()
     shutil.copy(baseline, db)
+    return db, uploads, free_port()
+
+
+def test_server_killed_mid_upload_and_mid_load(big, baseline, tmp_path):
+    db, uploads, port = server_files(baseline, tmp_path)
     before = db_state(db)
 
     # 1. killed while the body is still arriving (3 MiB of 18 received)
     srv = Server(db, port, uploads)
-    thread = upload_in_thread(srv.url, big.path, pause_every=1)
+    thread = upload_in_thread(srv.url, [big.path], pause_every=1)
     wait_for(lambda: received_bytes(uploads) > 3 * 1024**2, "the upload to start arriving")
     srv.kill()
     thread.join(timeout=30)
@@ -240,7 +275,7 @@ def test_server_killed_mid_upload_and_mid_load(big, baseline, tmp_path):
     # 2. killed while the received file is being written into the database
     srv = Server(db, port, uploads)
     db0 = db.stat().st_size
-    thread = upload_in_thread(srv.url, big.path, pause_every=None)
+    thread = upload_in_thread(srv.url, [big.path], pause_every=None)
     wait_for(lambda: db.stat().st_size > db0, "the load to start")
     srv.kill()
     thread.join(timeout=30)
@@ -252,7 +287,7 @@ def test_server_killed_mid_upload_and_mid_load(big, baseline, tmp_path):
     try:
         listed = httpx.get(f"{srv.url}/api/runs", timeout=30).json()["runs"]
         assert sorted(r["run_id"] for r in listed) == sorted(before["runs"])
-        response = upload(srv.url, big.path)
+        response = upload(srv.url, [big.path])
         assert response.status_code == 201, response.text
         run_id = response.json()["run_id"]
         listed = {r["run_id"]: r for r in httpx.get(f"{srv.url}/api/runs", timeout=30).json()["runs"]}
@@ -261,3 +296,90 @@ def test_server_killed_mid_upload_and_mid_load(big, baseline, tmp_path):
         srv.stop()
     assert assert_whole_or_absent(before, db_state(db), big) == "complete"
     print(f"stale upload directories left by the two kills: {len(stale)}")
+
+
+# --- parse workers, when the server is killed --------------------------------------------------
+
+@pytest.fixture(scope="module")
+def second(tmp_path_factory) -> Trace:
+    """With `big`, more than ingest.load.PARALLEL_MIN_BYTES: an upload parsed by workers."""
+    return write_packed(tmp_path_factory.mktemp("trace") / "packed_lengths_step_1.jsonl",
+                        3, PROMPTS, seed=3)
+
+
+def parent_pids() -> dict[int, int]:
+    """Every live process and its parent (zombies excluded)."""
+    out = {}
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                state, ppid = (d / "stat").read_text().rsplit(")", 1)[1].split()[:2]
+            except (OSError, ValueError):
+                continue
+            if state not in "ZX":
+                out[int(d.name)] = int(ppid)
+    return out
+
+
+def descendants(pid: int) -> set[int]:
+    ppids, found, frontier = parent_pids(), set(), {pid}
+    while frontier:
+        frontier = {p for p, parent in ppids.items() if parent in frontier} - found
+        found |= frontier
+    return found
+
+
+def parse_workers(server: int) -> set[int]:
+    """Processes forked by a forkserver the server started."""
+    ppids = parent_pids()
+    forkservers = {p for p, parent in ppids.items() if parent == server and b"forkserver" in cmdline(p)}
+    return {p for p, parent in ppids.items() if parent in forkservers}
+
+
+def cmdline(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
+
+
+def sockets(pid: int) -> set[str]:
+    """The socket inodes a process holds open."""
+    out = set()
+    try:
+        fds = list(Path(f"/proc/{pid}/fd").iterdir())
+    except OSError:
+        return out
+    for fd in fds:
+        try:
+            link = os.readlink(fd)
+        except OSError:
+            continue
+        if link.startswith("socket:"):
+            out.add(link)
+    return out
+
+
+def test_parse_workers_hold_no_server_socket_and_die_with_the_server(big, second, baseline, tmp_path):
+    db, uploads, port = server_files(baseline, tmp_path)
+    before = db_state(db)
+    srv = Server(db, port, uploads, env={"POLYTRACE_PARSE_JOBS": "2"})
+    pid = srv.proc.pid
+    try:
+        thread = upload_in_thread(srv.url, [big.path, second.path], pause_every=None)
+        wait_for(lambda: parse_workers(pid), "parse workers to start")
+        tree = parse_workers(pid) | descendants(pid)
+        listening = sockets(pid)
+        assert listening
+        # forked by a fresh forkserver, not by the server: none of its sockets, the listening one included
+        assert {child: sockets(child) & listening for child in tree} == {child: set() for child in tree}
+    finally:
+        srv.kill()
+    thread.join(timeout=30)
+    wait_for(lambda: not tree & set(parent_pids()), "the server's helper processes to exit")
+    # nothing holds the port any more
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        s.bind(("127.0.0.1", port))
+        s.listen()
+    assert assert_whole_or_absent(before, db_state(db), big) == "absent"

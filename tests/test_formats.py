@@ -13,6 +13,7 @@ from polytrace.ingest.contract import IngestError
 from polytrace.ingest.layout import run_facts
 from polytrace.ingest.load import ingest_paths
 from tests.conftest import FIXTURES
+from tests.corpus.seeds import tar_gz, zip_of
 
 FORMATS = FIXTURES / "formats"
 
@@ -248,3 +249,106 @@ def test_2025_output_groups_win_over_output(con, tmp_path):
     result = ingest_paths(con, [path])
     assert rows(con, "SELECT step, prompt_id, sample_id, prompt_len, response_len FROM samples "
                      "WHERE run_id = ? ORDER BY ALL", result.run_id) == [(4, 0, 0, 10, 1), (4, 0, 1, 10, 2)]
+
+
+# --- every format is self-contained ------------------------------------------------------------
+
+def write_sample(fmt, root: Path) -> list[Path]:
+    """The format's sample written under `root`; its path arguments."""
+    sample = fmt.sample()
+    for rel, data in sample.files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_bytes(data)
+    return [root / a for a in sample.args]
+
+
+@pytest.mark.parametrize("name", [f.name for f in registry.FORMATS])
+def test_every_format_has_a_sample_that_detects_as_it_and_ingests(con, tmp_path, name):
+    fmt = registry.get(name)
+    args = write_sample(fmt, tmp_path)
+    claimed = [registry.claiming(p) if p.is_dir() else registry.detect(p) for p in args]
+    assert fmt in claimed
+    result = ingest_paths(con, args)
+    assert name in result.format.split("+")
+    assert sum(result.rows.values()) > 0
+
+
+def test_no_format_module_imports_another():
+    import ast
+
+    import polytrace.ingest.formats as formats
+
+    folder = Path(formats.__file__).parent
+    names = {p.stem for p in folder.glob("*.py")} - {"__init__"}
+    imports = {}
+    for name in sorted(names):
+        tree = ast.parse((folder / f"{name}.py").read_text())
+        found = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import)
+                 for alias in node.names}
+        found |= {node.module or "" for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
+        found |= {f"{node.module}.{alias.name}" for node in ast.walk(tree)
+                  if isinstance(node, ast.ImportFrom) for alias in node.names}
+        # a relative import can only reach a sibling format
+        found |= {"polytrace.ingest.formats (relative)" for node in ast.walk(tree)
+                  if isinstance(node, ast.ImportFrom) and node.level}
+        imports[name] = sorted(m for m in found if m.startswith("polytrace.ingest.formats"))
+    assert len(imports) == len(registry.FORMATS)
+    assert imports == {name: [] for name in names}
+
+
+# --- containers, opened at the source layer for every format -------------------------------------
+
+def test_a_zip_of_packed_files_ingests_like_the_files(tmp_path, capsys):
+    from polytrace import store
+    from polytrace.cli import main
+
+    dapo = FORMATS / "dapo"
+    members = {f"logs/{p.name}": p.read_bytes() for p in sorted(dapo.iterdir())}
+    archive = tmp_path / "run.zip"
+    archive.write_bytes(zip_of({**members, "logs/.DS_Store": b"\0\1", "logs/README.md": b"notes\n"}))
+    db = tmp_path / "pt.duckdb"
+    assert main(["ingest", str(archive), "--db", str(db)]) == 0
+    run_id = capsys.readouterr().out.split()[-1]
+    con = store.open(db)
+    try:
+        got = rows(con, "SELECT step, prompt_id, sample_id, response_len, kept, used FROM samples "
+                        "WHERE run_id = ? ORDER BY step, prompt_id, sample_id", run_id)
+        assert len(got) == 10 and got[4] == (0, 2, 0, 120, True, True)  # as the golden above
+        # each member is an input named archive!member; what was skipped is said once
+        log = rows(con, "SELECT file_name, format, error FROM ingests WHERE run_id = ? "
+                        "ORDER BY file_name", run_id)
+        assert [(name, fmt) for name, fmt, _ in log] == [
+            (f"{archive}!logs/dapo_filter_indices.jsonl", "polytrace-filter"),
+            (f"{archive}!logs/packed_lengths_step_0.jsonl", "polytrace-packed"),
+            (f"{archive}!logs/packed_lengths_step_1.jsonl", "polytrace-packed")]
+        assert sorted(e for _, _, e in log if e) == [
+            "run.zip: skipped 1 hidden member(s), e.g. logs/.DS_Store; "
+            "run.zip: skipped 1 member(s) no format recognises, e.g. logs/README.md"]
+        # the same content as the files themselves: the same run
+        assert ingest_paths(con, [dapo]).existing
+    finally:
+        con.close()
+
+
+def test_archive_members_share_one_inflate_limit(con, tmp_path, monkeypatch):
+    # two members of 60 kB each, within a 100 kB limit one by one but not together
+    line = b'{"step": 0, "input": 10, "output": [1, 3]}\n'
+    member = line * (60_000 // len(line))
+    archive = tmp_path / "two.zip"
+    archive.write_bytes(zip_of({"packed_lengths_step_0.jsonl": member,
+                                "packed_lengths_step_1.jsonl": member.replace(b'"step": 0', b'"step": 1')}))
+    monkeypatch.setenv("POLYTRACE_MAX_INFLATE_BYTES", "100000")
+    with pytest.raises(IngestError) as e:
+        ingest_paths(con, [archive])
+    assert str(e.value) == ("two.zip!packed_lengths_step_1.jsonl: inflates past 100000 bytes "
+                            "(limit POLYTRACE_MAX_INFLATE_BYTES)")
+    monkeypatch.setenv("POLYTRACE_MAX_INFLATE_BYTES", "200000")
+    assert ingest_paths(con, [archive]).rows == {"samples": 2 * 2 * (60_000 // len(line))}
+
+
+def test_a_tar_gz_of_a_csv_is_detected_member_by_member(con, tmp_path):
+    archive = tmp_path / "tables.tgz"
+    archive.write_bytes(tar_gz({"exports/samples.csv": (FORMATS / "samples.csv").read_bytes()}))
+    result = ingest_paths(con, [archive])
+    assert result.format == "samples-table"
+    assert rows(con, CSV_SQL, result.run_id) == CSV_EXPECTED

@@ -1,4 +1,5 @@
-"""Hypothesis fuzzing of every parser: arbitrary bytes and mutated seeds into FORMAT.parse; only IngestError may escape."""
+"""Hypothesis fuzzing of every parser: arbitrary bytes and mutated seeds through the source layer
+(gzip, archives) into FORMAT.parse; only IngestError may escape."""
 from __future__ import annotations
 
 import json
@@ -11,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from polytrace.ingest import registry
+from polytrace.ingest import load, registry
 from polytrace.ingest.contract import IngestError, Parsed
 from tests.corpus.seeds import Seed, seeds
 
@@ -29,18 +30,20 @@ edits = st.lists(st.tuples(st.floats(0, 1), st.sampled_from(["flip", "cut", "ins
 
 
 def parse_files(fmt: str, seed: Seed, target: str, data: bytes) -> None:
-    """Write the seed with `target` replaced by `data` and parse its first path argument."""
+    """Write the seed with `target` replaced by `data`, open its path arguments as an ingest
+    does, and parse every input."""
     root = Path(tempfile.mkdtemp(prefix="polytrace-fuzz-"))
     try:
         for rel, body in {**seed.files, target: data}.items():
             (root / rel).parent.mkdir(parents=True, exist_ok=True)
             (root / rel).write_bytes(body)
         try:
-            parsed = registry.get(fmt).parse(root / seed.paths[0])
+            with load.collected([root / p for p in seed.paths], fmt if seed.forced else None) as inputs:
+                for f in inputs:
+                    parsed, _ = load.parse_input(f.path, f.format.name, f.label)
+                    assert isinstance(parsed, Parsed)
         except IngestError as e:
             assert str(e) and "\n" not in str(e)
-            return
-        assert isinstance(parsed, Parsed)
     finally:
         shutil.rmtree(root, ignore_errors=True)
 

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from polytrace.ingest import registry
+from polytrace import store
+from polytrace.ingest import load, registry
 from polytrace.ingest.contract import IngestError
 from polytrace.ingest.load import ingest_paths
 from polytrace.queries.catalog import bind, get_query
@@ -94,10 +95,13 @@ def approx_rows(rows):
 
 # --- ingest ----------------------------------------------------------------------------
 
-def test_sniff_claims_kineto_files_and_archives(two_ranks, shared_data):
+def test_sniff_claims_kineto_files_and_archive_members(two_ranks, shared_data):
     assert registry.detect(two_ranks / "a.json").name == KINETO
     assert registry.detect(shared_data / "kineto/trace_filter/sampled_rank-0.json.gz").name == KINETO
-    assert registry.detect(shared_data / "kineto/param-dlrm-8rank/dlrm_kineto.tar.gz").name == KINETO
+    # an archive is opened at the source layer: each rank file inside is an input of its own
+    archive = shared_data / "kineto/param-dlrm-8rank/dlrm_kineto.tar.gz"
+    with load.collected([archive]) as inputs:
+        assert [(f.source.archive, f.format.name) for f in inputs] == [(str(archive), KINETO)] * 8
 
 
 def test_ingest_golden_tables(con, two_ranks):
@@ -164,7 +168,13 @@ def test_zip_of_rank_files_is_one_run(con, tmp_path):
     assert con.execute("SELECT rank, source, rank_from, gpu_events FROM gpu_ranks WHERE run_id = ? ORDER BY rank",
                        [result.run_id]).fetchall() == [
         (0, "job.zip!job/rank0.json.gz", "file name", 2), (1, "job.zip!job/rank1.json", "file name", 2)]
-    assert result.warnings == ["skipped 1 archive member(s) that are not .json/.json.gz traces, e.g. job/README.txt"]
+    assert result.warnings == ["job.zip: skipped 1 member(s) no format recognises, e.g. job/README.txt"]
+    # the ingest log names each member as archive!member
+    assert con.execute("SELECT file_name, format FROM ingests WHERE run_id = ? ORDER BY file_name",
+                       [result.run_id]).fetchall() == [
+        (f"{archive}!job/rank0.json.gz", KINETO), (f"{archive}!job/rank1.json", KINETO)]
+    # no file gives its world size: the run's GPUs are the ranks its files hold together
+    assert con.execute("SELECT n_gpus FROM runs WHERE run_id = ?", [result.run_id]).fetchone() == (2,)
 
 
 def test_cpu_only_trace_loads_its_steps_with_a_warning(con, tmp_path):
@@ -441,16 +451,21 @@ def test_dlrm_eight_rank_archive(con, shared_data):
     assert len(run_query(con, "gpu_stragglers", run_id=run)) == 8
 
 
-def parsed_tables(path: Path, jobs: str, monkeypatch) -> dict:
+def ingested_tables(path: Path, jobs: str, db: Path, monkeypatch) -> dict:
     monkeypatch.setenv("POLYTRACE_PARSE_JOBS", jobs)
-    from polytrace.ingest.formats import kineto
-
-    parsed = kineto.parse(path)
-    return {name: table.to_pylist() for name, table in parsed.tables.items()}, parsed.warnings
+    con = store.open(db)
+    try:
+        result = ingest_paths(con, [path])
+        tables = {t: con.execute(f'SELECT * EXCLUDE (run_id) FROM "{t}" WHERE run_id = ? ORDER BY ALL',
+                                 [result.run_id]).fetchall() for t in result.rows}
+    finally:
+        con.close()
+    return tables, result.warnings
 
 
 @pytest.mark.shared_data
 def test_archive_members_parsed_by_workers_equal_in_place(shared_data, tmp_path, monkeypatch):
+    monkeypatch.setattr(load, "PARALLEL_MIN_BYTES", 0)
     small = tmp_path / "job.tar.gz"
     with tarfile.open(small, "w:gz") as tar:
         for rank, gpu in ((0, RANK0), (1, RANK1)):
@@ -458,12 +473,13 @@ def test_archive_members_parsed_by_workers_equal_in_place(shared_data, tmp_path,
             info = tarfile.TarInfo(f"job/rank{rank}.json")
             info.size = len(data)
             tar.addfile(info, io.BytesIO(data))
-    for archive in (small, shared_data / "kineto/param-dlrm-8rank/dlrm_kineto.tar.gz"):
-        assert parsed_tables(archive, "2", monkeypatch) == parsed_tables(archive, "1", monkeypatch)
+    for i, archive in enumerate((small, shared_data / "kineto/param-dlrm-8rank/dlrm_kineto.tar.gz")):
+        in_workers = ingested_tables(archive, "2", tmp_path / f"w{i}.duckdb", monkeypatch)
+        assert in_workers[0]["gpu_ranks"]
+        assert in_workers == ingested_tables(archive, "1", tmp_path / f"s{i}.duckdb", monkeypatch)
 
 
-def test_corrupt_member_under_workers_is_one_line(con, tmp_path, monkeypatch):
-    monkeypatch.setenv("POLYTRACE_PARSE_JOBS", "2")
+def test_corrupt_member_is_one_line(con, tmp_path):
     archive = tmp_path / "job.zip"
     good = json.dumps(trace_doc(0, [(1, 0, 100)], RANK0[1:3])).encode()
     with zipfile.ZipFile(archive, "w") as zf:

@@ -79,11 +79,13 @@ def table_rows(con, run_id: str) -> dict:
 
 def test_worker_processes_parse_what_one_process_parses(tmp_path, parse_in_workers, monkeypatch):
     paths = steps(tmp_path, 5)
-    assert load.parse_jobs(load.collect(paths, None)) == 2
+    with load.collected(paths) as inputs:
+        assert load.parse_jobs(inputs) == 2
     parallel = store.open(tmp_path / "parallel.duckdb")
     in_workers = ingest_paths(parallel, paths)
     monkeypatch.setenv("POLYTRACE_PARSE_JOBS", "1")
-    assert load.parse_jobs(load.collect(paths, None)) == 1
+    with load.collected(paths) as inputs:
+        assert load.parse_jobs(inputs) == 1
     serial = store.open(tmp_path / "serial.duckdb")
     in_process = ingest_paths(serial, paths)
     assert in_workers.rows == in_process.rows == {"samples": 10}

@@ -1,12 +1,9 @@
 """PyTorch profiler (Kineto) Chrome-trace JSON: GPU kernels, memcpys and memsets per rank and profiler step."""
 from __future__ import annotations
 
-import gzip
 import hashlib
+import json
 import re
-import tarfile
-import tempfile
-import zipfile
 import zlib
 from array import array
 from dataclasses import dataclass, field
@@ -17,12 +14,11 @@ import msgspec
 import numpy as np
 import pyarrow as pa
 
-from polytrace.ingest import archives, workers
 from polytrace.ingest.columns import from_list, from_numpy
-from polytrace.ingest.contract import Format, IngestError, Parsed
+from polytrace.ingest.contract import Format, IngestError, Parsed, Sample
 from polytrace.ingest.gpu_time import step_time_rows, step_time_table
-from polytrace.ingest.sources import max_inflate_bytes, open_stream
-from polytrace.ingest.trace_events import Budget, EventStream
+from polytrace.ingest.sources import Budget, max_inflate_bytes, name_of, open_stream
+from polytrace.ingest.trace_events import EventStream
 
 # Kineto writes the lower-case names; older PyTorch versions wrote the capitalised ones.
 KERNEL_CATS = {"kernel", "Kernel"}
@@ -122,7 +118,7 @@ def _count(value, what: str, source: str) -> int | None:
     """A rank, world size or step number: None when absent, an IngestError when not in 0..2**31-1."""
     n = _int(value, limit=2**4000)
     if n is not None and not 0 <= n <= INT32_MAX:
-        raise IngestError(f"{source}: {what} {str(value)[:40]} is out of range")
+        raise IngestError(source, f"{what} {str(value)[:40]} is out of range")
     return n
 
 
@@ -164,10 +160,10 @@ def _collect(trace: RankTrace, events: list) -> None:
                 trace.steps.append((_count(m.group(1), "ProfilerStep", trace.source), e.ts, e.dur))
 
 
-def read_trace(stream: BinaryIO, source: str, budget: Budget) -> RankTrace:
-    """Decode one rank's trace document from a byte stream."""
+def read_trace(stream: BinaryIO, source: str, budget: Budget, path: Path) -> RankTrace:
+    """Decode one rank's trace document from a byte stream; `source` names it in the data."""
     trace = RankTrace(source)
-    events = EventStream(stream, source, (Event, LenientEvent), Meta, budget)
+    events = EventStream(stream, path, (Event, LenientEvent), Meta, budget)
     for chunk in events:
         _collect(trace, chunk)
     _apply_meta(trace, events.meta)
@@ -191,51 +187,11 @@ def _apply_meta(trace: RankTrace, metas: list[Meta]) -> None:
             trace.rank, trace.rank_from = _count(m.group(1), "rank in the file name", base), "file name"
 
 
-def _read_guarded(stream: BinaryIO, source: str, budget: Budget) -> RankTrace:
+def _read_guarded(stream: BinaryIO, path: Path, source: str) -> RankTrace:
     try:
-        return read_trace(stream, source, budget)
-    except (OSError, EOFError, zlib.error, tarfile.TarError, zipfile.BadZipFile) as e:
-        raise IngestError(f"{source}: corrupt or truncated data ({e})") from None
-
-
-def _read_members(path: Path, budget: Budget, skipped: list[str]) -> list[RankTrace]:
-    """Each trace member of an archive, in archive order.
-
-    With parse workers (ingest.workers) each member is inflated to a temporary file as the
-    archive streams by and parsed there by a worker while the next one inflates; else the
-    members are parsed in place, one after another.
-    """
-    jobs = workers.jobs()
-    if jobs == 1:
-        return [_read_guarded(f, f"{path.name}!{name}", budget) for name, f in archives.members(path, skipped)]
-    with tempfile.TemporaryDirectory(prefix="polytrace-members-") as spool:
-        pool = workers.pool(jobs)
-        try:
-            futures = []
-            for i, (name, f) in enumerate(archives.members(path, skipped)):
-                source = f"{path.name}!{name}"
-                member = Path(spool) / f"{i}.json"
-                _inflate(f, member, source, budget)
-                futures.append((source, pool.submit(_read_file, member, source)))
-            return [workers.result(future, source) for source, future in futures]
-        finally:
-            pool.shutdown(cancel_futures=True)
-
-
-def _inflate(stream: BinaryIO, to: Path, source: str, budget: Budget) -> None:
-    try:
-        with open(to, "wb") as out:
-            while block := stream.read(1 << 20):
-                budget.take(len(block), source)
-                out.write(block)
-    except (EOFError, zlib.error, gzip.BadGzipFile, tarfile.TarError, zipfile.BadZipFile) as e:
-        raise IngestError(f"{source}: corrupt or truncated data ({e})") from None
-
-
-def _read_file(path: Path, source: str) -> RankTrace:
-    """In a worker: one inflated member, already counted against the archive's budget."""
-    with open(path, "rb") as f:
-        return _read_guarded(f, source, Budget(INT64_MAX))
+        return read_trace(stream, source, Budget(max_inflate_bytes()), path)
+    except (OSError, EOFError, zlib.error) as e:
+        raise IngestError(path, f"corrupt or truncated data ({e})") from None
 
 
 def name_id(name: str) -> int:
@@ -329,56 +285,62 @@ def _tables(traces: list[RankTrace]) -> dict[str, pa.Table]:
     }
 
 
-def _warnings(traces: list[RankTrace], skipped_members: list[str]) -> list[str]:
+def _warnings(trace: RankTrace) -> list[str]:
     out = []
-    for t in traces:
-        if t.rank_from == "default":
-            out.append(f"{t.source}: no distributedInfo.rank and no rank in the file name; using rank 0")
-        if not len(t.ts):
-            out.append(f"{t.source}: no GPU kernels, memcpys or memsets (a CPU-only trace?); "
-                       f"loaded {len(t.steps)} profiler step(s) only")
-        if t.skipped:
-            out.append(f"{t.source}: skipped {t.skipped} GPU event(s) without ts, dur or stream")
-    ranks = [t.rank for t in traces]
-    dups = sorted({r for r in ranks if ranks.count(r) > 1})
-    if dups:
-        out.append(f"rank(s) {dups} come from more than one trace file; per-rank results mix those files")
-    if skipped_members:
-        out.append(f"skipped {len(skipped_members)} archive member(s) that are not .json/.json.gz "
-                   f"traces, e.g. {skipped_members[0]}")
+    if trace.rank_from == "default":
+        out.append(f"{trace.source}: no distributedInfo.rank and no rank in the file name; using rank 0")
+    if not len(trace.ts):
+        out.append(f"{trace.source}: no GPU kernels, memcpys or memsets (a CPU-only trace?); "
+                   f"loaded {len(trace.steps)} profiler step(s) only")
+    if trace.skipped:
+        out.append(f"{trace.source}: skipped {trace.skipped} GPU event(s) without ts, dur or stream")
     return out
 
 
 def parse(path: Path) -> Parsed:
-    budget = Budget(max_inflate_bytes())
-    skipped: list[str] = []
-    if archives.is_archive(_head(path), path.name):
-        traces = _read_members(path, budget, skipped)
-        if not traces:
-            raise IngestError(f"{path.name}: no .json or .json.gz trace inside the archive")
-    else:
-        with open_stream(path) as f:
-            traces = [_read_guarded(f, path.name, budget)]
-    if not any(t.events for t in traces):
-        raise IngestError(f"{path.name}: traceEvents is empty")
-    if not any(len(t.ts) or t.steps for t in traces):
-        raise IngestError(f"{path.name}: no GPU events and no ProfilerStep windows; nothing to load")
-    world = next((t.world_size for t in traces if t.world_size), None)
-    return Parsed(tables=_tables(traces), run={"n_gpus": world or len({t.rank for t in traces})},
-                  warnings=_warnings(traces, skipped))
-
-
-def _head(path: Path) -> bytes:
     with open_stream(path) as f:
-        return f.read(512)
+        trace = _read_guarded(f, path, name_of(path))
+    if not trace.events:
+        raise IngestError(path, "traceEvents is empty")
+    if not len(trace.ts) and not trace.steps:
+        raise IngestError(path, "no GPU events and no ProfilerStep windows; nothing to load")
+    return Parsed(tables=_tables([trace]), run={"n_gpus": trace.world_size}, warnings=_warnings(trace))
+
+
+def after_load(con, run_id: str, deferred: list) -> Parsed:
+    """Across the run's rank files: GPUs as ranks seen (when no file gives its world size),
+    and ranks claimed by more than one file."""
+    ranks = con.execute("SELECT rank, count(*) FROM gpu_ranks WHERE run_id = ? GROUP BY rank ORDER BY rank",
+                        [run_id]).fetchall()
+    dups = [rank for rank, files in ranks if files > 1]
+    warnings = [f"rank(s) {dups} come from more than one trace file; per-rank results mix those files"]
+    return Parsed(run={"n_gpus": len(ranks)}, warnings=warnings if dups else [])
 
 
 def sniff(head: bytes, name: str) -> bool:
-    if archives.is_archive(head, name):
-        return b".json" in head
     text = head.lstrip()
     return text.startswith(b"{") and (
         b'"traceEvents"' in head or (b'"schemaVersion"' in head and b'"deviceProperties"' in head))
+
+
+def sample() -> Sample:
+    """Rank 0 of two: one profiler step with a GEMM, an all-reduce and a host-to-device copy."""
+    trace = {
+        "schemaVersion": 1, "distributedInfo": {"rank": 0, "world_size": 2},
+        "deviceProperties": [{"name": "H100"}],
+        "traceEvents": [
+            {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "ts": 100, "dur": 1000},
+            {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "ts": 110, "dur": 5,
+             "args": {"correlation": 7}},
+            {"ph": "X", "cat": "kernel", "name": "gemm", "ts": 120, "dur": 50,
+             "args": {"stream": 7, "correlation": 7}},
+            {"ph": "X", "cat": "kernel", "name": "ncclAllReduce", "ts": 200, "dur": 30,
+             "args": {"stream": 13, "correlation": 8}},
+            {"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy HtoD", "ts": 300, "dur": 10,
+             "args": {"stream": 7, "correlation": 9}},
+        ],
+    }
+    return Sample.file("rank0.json", json.dumps(trace).encode())
 
 
 FORMAT = Format(
@@ -386,6 +348,8 @@ FORMAT = Format(
     priority=60,
     sniff=sniff,
     parse=parse,
-    description="PyTorch profiler (Kineto) Chrome-trace JSON, one file per rank (.json, .json.gz, "
-                "or a .tar.gz/.zip of rank files): GPU kernels, memcpys, memsets and ProfilerStep windows",
+    sample=sample,
+    after_load=after_load,
+    description="PyTorch profiler (Kineto) Chrome-trace JSON, one file per rank (.json or .json.gz; "
+                "archives of rank files too): GPU kernels, memcpys, memsets and ProfilerStep windows",
 )

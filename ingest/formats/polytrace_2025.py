@@ -18,6 +18,7 @@ tokens), turn_count = its turns. Tool calls are not recorded, so there are no to
 """
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 from typing import Union
@@ -25,15 +26,10 @@ from typing import Union
 import msgspec
 import pyarrow as pa
 
-from polytrace.ingest.columns import from_list
-from polytrace.ingest.contract import Format, IngestError, Parsed
-from polytrace.ingest.formats.polytrace_multiturn import TURN_TYPES
-from polytrace.ingest.formats.polytrace_packed import (
-    Length,
-    line_numbered,
-    samples_table,
-)
-from polytrace.ingest.sources import check_utf8, read_bytes
+from polytrace.ingest.canonical import TURN_TYPES, samples_table, table
+from polytrace.ingest.contract import Format, IngestError, Parsed, Sample
+from polytrace.ingest.jsonl import Length, decode_document
+from polytrace.ingest.layout import run_facts
 
 
 class Block(msgspec.Struct):
@@ -56,7 +52,7 @@ def _entries(block: Block, step: int, warnings: list[str]) -> list[tuple[int, in
     inputs = block.input
     nested = [isinstance(o, list) for o in out]
     if any(nested) and not all(nested):
-        raise IngestError(f"step {step}: output mixes lists and numbers")
+        raise IngestError(None, f"step {step}: output mixes lists and numbers")
     if any(nested):
         groups = out
     elif inputs and len(out) % len(inputs) == 0:
@@ -74,34 +70,22 @@ def _step(key: str) -> int:
     try:
         step = int(key)
     except ValueError:
-        raise IngestError(f"step key {key!r} is not an integer") from None
+        raise IngestError(None, f"step key {key!r} is not an integer") from None
     if not -(2**31) <= step < 2**31:
-        raise IngestError(f"step key {key!r} is out of range")
+        raise IngestError(None, f"step key {key!r} is out of range")
     return step
 
 
 def parse(path: Path) -> Parsed:
-    data = read_bytes(path)
-    if not data or data.isspace():
-        raise IngestError(f"{path.name}: empty file")
-    check_utf8(data, path.name)
-    try:
-        doc = _decoder.decode(data)
-    except (msgspec.ValidationError, msgspec.DecodeError) as e:
-        raise IngestError(f"{path.name}: {line_numbered(str(e))}") from None
-    except RecursionError:
-        raise IngestError(f"{path.name}: JSON nested too deeply") from None
+    doc = decode_document(_decoder, path)
     warnings: list[str] = []
-    try:
-        steps = sorted((_step(k), v) for k, v in doc.items())
-        multi = [isinstance(v, list) for _, v in steps]
-        if any(multi) and not all(multi):
-            raise IngestError("some steps are single-turn objects and others multi-turn lists")
-        tables = _multi_turn(steps, warnings) if any(multi) else _single_turn(steps, warnings)
-    except IngestError as e:
-        raise IngestError(f"{path.name}: {e}") from None
+    steps = sorted((_step(k), v) for k, v in doc.items())
+    multi = [isinstance(v, list) for _, v in steps]
+    if any(multi) and not all(multi):
+        raise IngestError(path, "some steps are single-turn objects and others multi-turn lists")
+    tables = _multi_turn(steps, warnings) if any(multi) else _single_turn(steps, warnings)
     if not tables["samples"].num_rows:
-        raise IngestError(f"{path.name}: no samples (every output list is empty)")
+        raise IngestError(path, "no samples (every output list is empty)")
     run = {"task": "multi-turn"} if "turns" in tables else {}
     return Parsed(tables=tables, run=run, warnings=warnings)
 
@@ -135,9 +119,13 @@ def _multi_turn(steps: list[tuple[int, list[Block]]], warnings: list[str]) -> di
         "response_len": [rollouts[k][1] for k in keys],
         "turn_count": [rollouts[k][2] for k in keys],
     })
-    types = {"step": pa.int32(), "prompt_id": pa.int32(), "sample_id": pa.int32(), **TURN_TYPES}
-    table = pa.table({k: from_list(v, types[k]) for k, v in turns.items()})
-    return {"samples": samples, "turns": table}
+    return {"samples": samples, "turns": table(turns, TURN_TYPES)}
+
+
+def sample() -> Sample:
+    """Step 0 with samples grouped per prompt, step 1 with a flat output list."""
+    doc = {"0": {"input": [10, 20], "output": [[1, 2], [3, 4]]}, "1": {"input": [5], "output": [6, 7]}}
+    return Sample.file("polytrace_2025.json", json.dumps(doc).encode())
 
 
 FORMAT = Format(
@@ -145,6 +133,8 @@ FORMAT = Format(
     priority=40,
     sniff=sniff,
     parse=parse,
+    sample=sample,
+    run_facts=run_facts,
     description='PolyTrace 2025 step-keyed JSON {"<step>": {"input": [...], "output": [...]}} '
                 "and its multi-turn variant (a list of turn objects per step)",
 )

@@ -10,23 +10,17 @@ msgspec skips the rest (e.g. response_loss_mask_rle) without building objects.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
 
 import msgspec
 import numpy as np
 import pyarrow as pa
 
+from polytrace.ingest.canonical import KEY_TYPES, TOOL_TYPES, TURN_TYPES, samples_table, table
 from polytrace.ingest.columns import from_list
-from polytrace.ingest.contract import Format, Parsed
-from polytrace.ingest.formats.polytrace_packed import (
-    Length,
-    SmallInt,
-    decode_lines,
-    samples_table,
-)
+from polytrace.ingest.contract import Format, Parsed, Sample
+from polytrace.ingest.jsonl import Length, Seconds, SmallInt, decode_lines, encode_lines
+from polytrace.ingest.layout import run_facts
 from polytrace.ingest.sniffing import first_line_keys
-
-Seconds = Annotated[float, msgspec.Meta(ge=0)]
 
 
 class Turn(msgspec.Struct, gc=False):
@@ -64,17 +58,6 @@ class Rollout(msgspec.Struct, gc=False):
 
 
 _decoder = msgspec.json.Decoder(Rollout)
-
-TURN_TYPES = {
-    "turn": pa.int32(), "prompt_tokens": pa.int32(), "cached_tokens": pa.int32(),
-    "completion_tokens": pa.int32(), "engine_latency_s": pa.float64(),
-    "finish_reason": pa.string(), "tool_call_count": pa.int32(),
-}
-TOOL_TYPES = {
-    "turn": pa.int32(), "tool_name": pa.string(), "latency_s": pa.float64(),
-    "status": pa.string(), "response_tokens": pa.int32(), "query_count": pa.int32(),
-}
-KEY_TYPES = {"step": pa.int32(), "prompt_id": pa.int32(), "sample_id": pa.int32()}
 
 
 def sniff(head: bytes, name: str) -> bool:
@@ -123,12 +106,12 @@ def _truncated(r: Rollout) -> bool | None:
     return None if r.finish_reason is None and r.max_response_len is None else False
 
 
-def _with_keys(table: pa.Table, keys: dict, counts: np.ndarray | None) -> pa.Table:
+def _with_keys(rows: pa.Table, keys: dict, counts: np.ndarray | None) -> pa.Table:
     """Prepend step/prompt_id/sample_id, repeated `counts` times per rollout for child rows."""
     for i, (name, values) in enumerate(keys.items()):
         col = values if counts is None else np.repeat(values, counts)
-        table = table.add_column(i, name, from_list(col, KEY_TYPES[name]))
-    return table
+        rows = rows.add_column(i, name, from_list(col, KEY_TYPES[name]))
+    return rows
 
 
 def _turns(rollouts: list[Rollout], keys: dict) -> pa.Table:
@@ -147,8 +130,7 @@ def _turns(rollouts: list[Rollout], keys: dict) -> pa.Table:
         "finish_reason": [t.finish_reason for t in turns],
         "tool_call_count": [t.tool_call_count for t in turns],
     }
-    table = pa.table({k: from_list(v, TURN_TYPES[k]) for k, v in cols.items()})
-    return _with_keys(table, keys, counts)
+    return _with_keys(table(cols, TURN_TYPES), keys, counts)
 
 
 def _tool_calls(rollouts: list[Rollout], keys: dict) -> pa.Table:
@@ -162,8 +144,24 @@ def _tool_calls(rollouts: list[Rollout], keys: dict) -> pa.Table:
         "response_tokens": [c.response_token_len for c in calls],
         "query_count": [c.query_count for c in calls],
     }
-    table = pa.table({k: from_list(v, TOOL_TYPES[k]) for k, v in cols.items()})
-    return _with_keys(table, keys, counts)
+    return _with_keys(table(cols, TOOL_TYPES), keys, counts)
+
+
+def sample() -> Sample:
+    """Two rollouts of one prompt at step 7: one with two turns and a tool call, one cut at the cap."""
+    turn = {"turn": 0, "prompt_tokens": 50, "cached_tokens": 0, "completion_tokens": 10,
+            "finish_reason": "tool_calls", "tool_call_count": 1, "engine_latency_s": 0.5}
+    call = {"turn": 0, "tool_name": "search", "latency_s": 1.25, "status": "success",
+            "response_token_len": 30, "query_count": 2}
+    rollouts = [
+        {"step": 7, "prompt_group_id": 0, "sample_id": 0, "prompt_len": 50, "max_response_len": 100,
+         "final_response_len": 40, "finish_reason": "stop", "turn_count": 2, "tool_call_count": 1,
+         "validate": False, "turns": [turn, {**turn, "turn": 1, "cached_tokens": 40}], "tool_calls": [call]},
+        {"step": 7, "prompt_group_id": 0, "sample_id": 1, "prompt_len": 50, "max_response_len": 100,
+         "final_response_len": 100, "finish_reason": "length", "turn_count": 1, "tool_call_count": 0,
+         "validate": False, "turns": [{**turn, "finish_reason": "length"}], "tool_calls": []},
+    ]
+    return Sample.file("multiturn_workload_step_7.jsonl", encode_lines(rollouts))
 
 
 FORMAT = Format(
@@ -171,6 +169,8 @@ FORMAT = Format(
     priority=60,
     sniff=sniff,
     parse=parse,
+    sample=sample,
+    run_facts=run_facts,
     description="PolyTrace multiturn_workload_step_N.jsonl: one line per rollout -> samples, "
                 "turns and tool_calls",
 )

@@ -1,20 +1,15 @@
 """PolyTrace packed lengths: packed_lengths_step_N.jsonl, one line per prompt, one sample per output[j]."""
 from __future__ import annotations
 
-import re
 from pathlib import Path
-from typing import Annotated
 
 import msgspec
-import pyarrow as pa
 
-from polytrace.ingest.columns import from_list
-from polytrace.ingest.contract import Format, IngestError, Parsed
+from polytrace.ingest.canonical import samples_table
+from polytrace.ingest.contract import Format, IngestError, Parsed, Sample
+from polytrace.ingest.jsonl import Length, SmallInt, decode_lines, encode_lines
+from polytrace.ingest.layout import run_facts
 from polytrace.ingest.sniffing import first_line_keys
-from polytrace.ingest.sources import check_utf8, read_bytes
-
-Length = Annotated[int, msgspec.Meta(ge=0, le=2**31 - 1)]
-SmallInt = Annotated[int, msgspec.Meta(ge=-(2**31), le=2**31 - 1)]
 
 
 class PackedLine(msgspec.Struct):
@@ -28,30 +23,6 @@ class PackedLine(msgspec.Struct):
 
 
 _decoder = msgspec.json.Decoder(PackedLine)
-_LINE_PATH = re.compile(r"`\$\[(\d+)\]")
-
-
-def decode_lines(decoder: msgspec.json.Decoder, path: Path) -> list:
-    """All JSON lines of a file as typed objects; any defect is one IngestError line."""
-    data = read_bytes(path)
-    if not data or data.isspace():
-        raise IngestError(f"{path.name}: empty file")
-    check_utf8(data, path.name)
-    try:
-        return decoder.decode_lines(data)
-    except (msgspec.ValidationError, msgspec.DecodeError) as e:
-        raise IngestError(f"{path.name}: {line_numbered(str(e))}") from None
-    except RecursionError:
-        raise IngestError(f"{path.name}: JSON nested too deeply") from None
-
-
-def line_numbered(message: str) -> str:
-    """msgspec's `$[i].field` paths of decode_lines as `record i+1: $.field` (blank lines are not counted)."""
-    m = _LINE_PATH.search(message)
-    if not m:
-        return message
-    rest = message[:m.start()] + "`$" + message[m.end():]
-    return f"record {int(m.group(1)) + 1}: {rest}"
 
 
 def sniff(head: bytes, name: str) -> bool:
@@ -79,22 +50,21 @@ def parse(path: Path) -> Parsed:
             cols["response_len"].append(out)
             cols["validate"].append(line.validate)
     if not cols["step"]:
-        raise IngestError(f"{path.name}: no samples (every output list is empty)")
+        raise IngestError(path, "no samples (every output list is empty)")
     return Parsed(tables={"samples": samples_table(cols)})
 
 
-SAMPLE_TYPES = {
-    "step": pa.int32(), "prompt_id": pa.int32(), "sample_id": pa.int32(),
-    "rank": pa.int32(), "dp_rank": pa.int32(), "tp_rank": pa.int32(),
-    "prompt_len": pa.int32(), "response_len": pa.int32(), "truncated": pa.bool_(),
-    "validate": pa.bool_(), "kept": pa.bool_(), "used": pa.bool_(),
-    "turn_count": pa.int32(), "tool_call_count": pa.int32(),
-    "finish_reason": pa.string(), "reward": pa.float64(),
-}
-
-
-def samples_table(cols: dict[str, list]) -> pa.Table:
-    return pa.table({k: from_list(v, SAMPLE_TYPES[k]) for k, v in cols.items()})
+def sample() -> Sample:
+    """Three prompts of step 0 with two samples each, over two dp ranks."""
+    lines = [
+        {"step": 0, "rank": 0, "dp_rank": 0, "tp_rank": 0, "local_index": 0, "input": 10,
+         "output": [1, 3], "n_sampling": 2, "validate": False},
+        {"step": 0, "rank": 2, "dp_rank": 1, "tp_rank": 0, "local_index": 0, "input": 20,
+         "output": [5, 7], "n_sampling": 2, "validate": False},
+        {"step": 0, "rank": 2, "dp_rank": 1, "tp_rank": 0, "local_index": 1, "input": 30,
+         "output": [9, 11], "n_sampling": 2, "validate": False},
+    ]
+    return Sample.file("packed_lengths_step_0.jsonl", encode_lines(lines))
 
 
 FORMAT = Format(
@@ -102,5 +72,7 @@ FORMAT = Format(
     priority=50,
     sniff=sniff,
     parse=parse,
+    sample=sample,
+    run_facts=run_facts,
     description="PolyTrace packed_lengths_step_N.jsonl: one line per prompt with its n_sampling response lengths",
 )

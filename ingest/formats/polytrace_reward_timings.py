@@ -2,18 +2,14 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
 
 import msgspec
-import pyarrow as pa
 
-from polytrace.ingest.columns import from_list
-from polytrace.ingest.contract import Format, Parsed
-from polytrace.ingest.formats.polytrace_packed import Length, SmallInt, decode_lines
+from polytrace.ingest.canonical import RANK_STAGE_TYPES, table
+from polytrace.ingest.contract import Format, Parsed, Sample
+from polytrace.ingest.jsonl import Length, Seconds, SmallInt, Tokens, decode_lines, encode_lines
+from polytrace.ingest.layout import run_facts
 from polytrace.ingest.sniffing import first_line_keys
-
-Seconds = Annotated[float, msgspec.Meta(ge=0)]
-Tokens = Annotated[int, msgspec.Meta(ge=0)]
 
 
 class RewardLine(msgspec.Struct):
@@ -28,11 +24,6 @@ class RewardLine(msgspec.Struct):
 
 
 _decoder = msgspec.json.Decoder(RewardLine)
-
-TYPES = {
-    "step": pa.int32(), "rank": pa.int32(), "dp_rank": pa.int32(), "tp_rank": pa.int32(),
-    "stage": pa.string(), "seconds": pa.float64(), "batch_size": pa.int32(), "tokens": pa.int64(),
-}
 
 
 def sniff(head: bytes, name: str) -> bool:
@@ -56,7 +47,18 @@ def parse(path: Path) -> Parsed:
         "batch_size": [x.batch_size for x in lines],
         "tokens": [x.response_sum for x in lines],
     }
-    return Parsed(tables={"rank_stage": pa.table({k: from_list(v, TYPES[k]) for k, v in cols.items()})})
+    return Parsed(tables={"rank_stage": table(cols, RANK_STAGE_TYPES)})
+
+
+def sample() -> Sample:
+    """Step 3's reward seconds on two ranks of two dp groups."""
+    lines = [
+        {"step": 3, "rank": 0, "tp_rank": 0, "dp_rank": 0, "batch_size": 4, "reward_time_s": 12.5,
+         "response_sum": 4000, "response_mean": 1000.0, "response_max": 1600, "validate": False},
+        {"step": 3, "rank": 4, "tp_rank": 0, "dp_rank": 1, "batch_size": 4, "reward_time_s": 20.25,
+         "response_sum": 6400, "response_mean": 1600.0, "response_max": 3000, "validate": False},
+    ]
+    return Sample.file("reward_timings_step_3.jsonl", encode_lines(lines))
 
 
 FORMAT = Format(
@@ -64,6 +66,8 @@ FORMAT = Format(
     priority=50,
     sniff=sniff,
     parse=parse,
+    sample=sample,
+    run_facts=run_facts,
     description="PolyTrace reward_timings_step_N.jsonl: per-rank reward seconds, batch size and "
                 "response tokens -> rank_stage (stage 'reward'; validation lines 'val_reward')",
 )

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from polytrace.ingest.contract import Format, IngestError, Parsed
-from polytrace.ingest.formats.polytrace_packed import SAMPLE_TYPES
+from polytrace.ingest.canonical import SAMPLE_TYPES
+from polytrace.ingest.contract import Format, IngestError, Parsed, Sample
 from polytrace.ingest.sniffing import first_line, looks_binary
-from polytrace.ingest.sources import check_utf8, read_bytes
+from polytrace.ingest.sources import check_utf8, name_of, read_bytes
 
 PARQUET_MAGIC = b"PAR1"
 REQUIRED = ("step", "response_len")
@@ -30,22 +30,20 @@ def sniff(head: bytes, name: str) -> bool:
 def parse(path: Path) -> Parsed:
     data = read_bytes(path)
     if not data or data.isspace():
-        raise IngestError(f"{path.name}: empty file")
+        raise IngestError(path, "empty file")
     try:
-        table = _read_parquet(data) if data.startswith(PARQUET_MAGIC) else _read_csv(data, path.name)
+        table = _read_parquet(data) if data.startswith(PARQUET_MAGIC) else _read_csv(data, path)
         warnings = []
         if "run_id" in table.column_names:
             table = table.drop_columns(["run_id"])
-            warnings.append(f"{path.name}: run_id column ignored (the ingest assigns a new run)")
+            warnings.append(f"{name_of(path)}: run_id column ignored (the ingest assigns a new run)")
         _check_columns(table.column_names)
         table = pa.table({c: table.column(c).cast(SAMPLE_TYPES[c]) for c in table.column_names})
         _check_values(table)
-    except IngestError as e:
-        raise IngestError(f"{path.name}: {e}") from None
     except (pa.ArrowException, ValueError, OSError) as e:  # a corrupt Parquet file raises OSError
-        raise IngestError(f"{path.name}: {str(e).splitlines()[0]}") from None
+        raise IngestError(path, str(e).splitlines()[0]) from None
     if not table.num_rows:
-        raise IngestError(f"{path.name}: no rows")
+        raise IngestError(path, "no rows")
     return Parsed(tables={"samples": table}, warnings=warnings)
 
 
@@ -59,10 +57,10 @@ def _read_parquet(data: bytes) -> pa.Table:
     return pq.read_table(pa.BufferReader(data))
 
 
-def _read_csv(data: bytes, name: str) -> pa.Table:
+def _read_csv(data: bytes, path: Path) -> pa.Table:
     import pyarrow.csv as pacsv
 
-    check_utf8(data, name)
+    check_utf8(data, path)
     names = _header(data[:4096])
     types = {c: SAMPLE_TYPES[c] for c in names if c in SAMPLE_TYPES}
     return pacsv.read_csv(io.BytesIO(data), convert_options=pacsv.ConvertOptions(column_types=types))
@@ -71,13 +69,13 @@ def _read_csv(data: bytes, name: str) -> pa.Table:
 def _check_columns(names: list[str]) -> None:
     unknown = [c for c in names if c not in SAMPLE_TYPES]
     if unknown:
-        raise IngestError(f"unknown column(s) {', '.join(unknown)}; samples columns are "
+        raise IngestError(None, f"unknown column(s) {', '.join(unknown)}; samples columns are "
                           f"{', '.join(SAMPLE_TYPES)}")
     missing = [c for c in REQUIRED if c not in names]
     if missing:
-        raise IngestError(f"missing required column(s) {', '.join(missing)}")
+        raise IngestError(None, f"missing required column(s) {', '.join(missing)}")
     if len(set(names)) != len(names):
-        raise IngestError("a column name appears twice")
+        raise IngestError(None, "a column name appears twice")
 
 
 def _check_values(table: pa.Table) -> None:
@@ -85,10 +83,17 @@ def _check_values(table: pa.Table) -> None:
 
     for c in REQUIRED:
         if table.column(c).null_count:
-            raise IngestError(f"column {c} has empty values")
+            raise IngestError(None, f"column {c} has empty values")
     for c in LENGTHS:
         if c in table.column_names and pc.any(pc.less(table.column(c), 0)).as_py():
-            raise IngestError(f"column {c} has a negative length")
+            raise IngestError(None, f"column {c} has a negative length")
+
+
+def sample() -> Sample:
+    """Three samples over two steps: one stopped, one cut at 2048 tokens."""
+    return Sample.file("samples.csv", b"step,prompt_id,sample_id,dp_rank,prompt_len,response_len,"
+                                      b"finish_reason,truncated\n0,0,0,0,10,100,stop,false\n"
+                                      b"0,0,1,1,10,2048,length,true\n1,0,0,0,12,50,stop,false\n")
 
 
 FORMAT = Format(
@@ -96,6 +101,7 @@ FORMAT = Format(
     priority=20,
     sniff=sniff,
     parse=parse,
+    sample=sample,
     description="CSV or Parquet whose columns are named as in the samples table "
                 "(step and response_len required)",
 )

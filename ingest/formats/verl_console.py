@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from polytrace.ingest.contract import Format, IngestError, Parsed
+from polytrace.ingest.contract import Format, IngestError, Parsed, Sample
 from polytrace.ingest.sniffing import looks_binary
 from polytrace.ingest.sources import read_bytes
 from polytrace.ingest.step_metrics import StepMetrics
@@ -106,16 +106,16 @@ def run_facts(text: str) -> dict:
 def parse(path: Path) -> Parsed:
     data = read_bytes(path)
     if looks_binary(data[:4096]):
-        raise IngestError(f"{path.name}: binary data, not a verl console log")
+        raise IngestError(path, "binary data, not a verl console log")
     text = data.decode("utf-8", errors="replace")
     metrics = StepMetrics()
     try:
         for step, values, cut in step_lines(text):
             metrics.add(step, values, truncated=cut)
     except IngestError as e:
-        raise IngestError(f"{path.name}: {e}") from None
+        raise IngestError(path, e.reason) from None
     if not metrics.steps:
-        raise IngestError(f"{path.name}: no verl step line ('step:N - key:value - ...') found")
+        raise IngestError(path, "no verl step line ('step:N - key:value - ...') found")
     return metrics.parsed("step line", run=run_facts(text))
 
 
@@ -128,10 +128,20 @@ def sniff(head: bytes, name: str) -> bool:
     return name.endswith((".log", ".out", ".txt")) and any(m in head for m in VERL_MARKERS)
 
 
+def sample() -> Sample:
+    """Two steps amid log noise: a model path, np.float64(...) values, Ray's prefix, a nan."""
+    return Sample.file("output.log", (
+        b"INFO actor_rollout_ref.model.path=/models/Qwen2.5-7B\n"
+        b"step:1 - timing_s/gen:6.0 - timing_s/reward:1.0 - timing_s/step:10.0 - "
+        b"response_length/mean:np.float64(512.5) - actor/lr:1e-06\n"
+        b"(TaskRunner pid=42) step:2 - timing_s/gen:4.5 - timing_s/step:8.0 - critic/score/mean:nan\n"))
+
+
 FORMAT = Format(
     name="verl-console",
     priority=40,
     sniff=sniff,
     parse=parse,
+    sample=sample,
     description="verl console output: one 'step:N - key:value - ...' line per step (W&B output.log too)",
 )

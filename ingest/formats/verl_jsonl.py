@@ -9,8 +9,8 @@ from typing import Any
 
 import msgspec
 
-from polytrace.ingest.contract import Format, IngestError, Parsed
-from polytrace.ingest.formats.polytrace_packed import SmallInt
+from polytrace.ingest.contract import Format, IngestError, Parsed, Sample
+from polytrace.ingest.jsonl import SmallInt, encode_lines
 from polytrace.ingest.sniffing import first_line, looks_binary
 from polytrace.ingest.sources import read_bytes
 from polytrace.ingest.step_metrics import StepMetrics
@@ -33,50 +33,50 @@ def numeric(data: dict[str, Any]) -> dict[str, float]:
                 if isinstance(v, (int, float)) and not isinstance(v, bool)}
     except OverflowError:
         # JSON integers are unbounded; one past the float range is not a metric value
-        raise IngestError("a metric value is out of the float range") from None
+        raise IngestError(None, "a metric value is out of the float range") from None
 
 
-def decode(line: bytes, number: int, name: str) -> Line:
+def decode(line: bytes, number: int, path: Path) -> Line:
     try:
         return _decoder.decode(line)
     except msgspec.DecodeError:
         pass
     except msgspec.ValidationError as e:
-        raise IngestError(f"{name}: line {number}: {e}") from None
+        raise IngestError(path, f"line {number}: {e}") from None
     except RecursionError:
-        raise IngestError(f"{name}: line {number}: JSON nested too deeply") from None
+        raise IngestError(path, f"line {number}: JSON nested too deeply") from None
     # Python's json module writes NaN and Infinity, which strict JSON decoders reject.
     try:
         obj = json.loads(line, parse_constant=lambda c: {"NaN": math.nan, "Infinity": math.inf,
                                                          "-Infinity": -math.inf}[c])
         return msgspec.convert(obj, Line)
     except (ValueError, msgspec.ValidationError) as e:
-        raise IngestError(f"{name}: line {number}: not a verl metrics line ({e})") from None
+        raise IngestError(path, f"line {number}: not a verl metrics line ({e})") from None
     except RecursionError:
-        raise IngestError(f"{name}: line {number}: JSON nested too deeply") from None
+        raise IngestError(path, f"line {number}: JSON nested too deeply") from None
 
 
 def parse(path: Path) -> Parsed:
     data = read_bytes(path)
     if looks_binary(data[:4096]):
-        raise IngestError(f"{path.name}: binary data, not verl JSON lines")
+        raise IngestError(path, "binary data, not verl JSON lines")
     metrics = StepMetrics()
     warnings: list[str] = []
     try:
         rows = _decoder.decode_lines(data)
     except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
-        rows = _tolerant_rows(data, path.name, warnings)
+        rows = _tolerant_rows(data, path, warnings)
     for row in rows:
         try:
             metrics.add(row.step, numeric(row.data))
         except IngestError as e:
-            raise IngestError(f"{path.name}: step {row.step}: {e}") from None
+            raise IngestError(path, f"step {row.step}: {e.reason}") from None
     if not metrics.steps:
-        raise IngestError(f"{path.name}: no verl metrics line ({{\"step\": N, \"data\": {{...}}}})")
+        raise IngestError(path, "no verl metrics line ({\"step\": N, \"data\": {...}})")
     return metrics.parsed("line", run={"framework": "verl"}, warnings=warnings)
 
 
-def _tolerant_rows(data: bytes, name: str, warnings: list[str]) -> list[Line]:
+def _tolerant_rows(data: bytes, path: Path, warnings: list[str]) -> list[Line]:
     """Line by line, for NaN/Infinity literals and a cut last line; any other defect is an error."""
     lines = data.split(b"\n")
     rows = []
@@ -84,7 +84,7 @@ def _tolerant_rows(data: bytes, name: str, warnings: list[str]) -> list[Line]:
         if not line.strip():
             continue
         try:
-            rows.append(decode(line, i, name))
+            rows.append(decode(line, i, path))
         except IngestError:
             if i < len(lines):
                 raise
@@ -104,10 +104,18 @@ def sniff(head: bytes, name: str) -> bool:
             and isinstance(obj["step"], int) and isinstance(obj["data"], dict))
 
 
+def sample() -> Sample:
+    """Two steps of timings and a learning rate; a text value is not a metric."""
+    return Sample.file("metrics.jsonl", encode_lines([
+        {"step": 1, "data": {"timing_s/gen": 6.0, "timing_s/step": 10, "actor/lr": 1e-06}},
+        {"step": 2, "data": {"timing_s/gen": 4.0, "timing_s/step": 8.5, "note": "x"}}]))
+
+
 FORMAT = Format(
     name="verl-jsonl",
     priority=45,
     sniff=sniff,
     parse=parse,
+    sample=sample,
     description='verl file logger: one {"step": N, "data": {...}} JSON object per line',
 )

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from polytrace.ingest.contract import Format, IngestError, Parsed
+from polytrace.ingest.contract import Format, IngestError, Parsed, Sample
 from polytrace.ingest.sniffing import looks_binary
 from polytrace.ingest.sources import check_utf8, read_bytes
 from polytrace.ingest.step_metrics import StepMetrics
@@ -49,8 +49,8 @@ def read_table(path: Path) -> pa.Table:
 
     data = read_bytes(path)
     if looks_binary(data[:4096]):
-        raise IngestError(f"{path.name}: binary data, not a CSV export")
-    check_utf8(data, path.name)
+        raise IngestError(path, "binary data, not a CSV export")
+    check_utf8(data, path)
     names = header(data)
     try:
         return pacsv.read_csv(
@@ -60,14 +60,14 @@ def read_table(path: Path) -> pa.Table:
                 null_values=[""], strings_can_be_null=True),
         )
     except pa.ArrowInvalid as e:
-        raise IngestError(f"{path.name}: malformed CSV ({str(e).splitlines()[0]})") from None
+        raise IngestError(path, f"malformed CSV ({str(e).splitlines()[0]})") from None
 
 
 def parse(path: Path) -> Parsed:
     table = read_table(path)
     step_name = step_column(table.column_names)
     if step_name is None:
-        raise IngestError(f"{path.name}: no _step or step column in the CSV header")
+        raise IngestError(path, "no _step or step column in the CSV header")
     steps = as_numbers(table.column(step_name))
     metrics = StepMetrics()
     columns = {n: as_numbers(table.column(n)) for n in table.column_names if n != step_name}
@@ -79,9 +79,9 @@ def parse(path: Path) -> Parsed:
         try:
             metrics.add(int(step), {k: v[i] for k, v in columns.items() if v[i] is not None})
         except IngestError as e:
-            raise IngestError(f"{path.name}: row {i + 1}: {e}") from None
+            raise IngestError(path, f"row {i + 1}: {e.reason}") from None
     if not metrics.steps:
-        raise IngestError(f"{path.name}: no row has a whole-number {step_name}")
+        raise IngestError(path, f"no row has a whole-number {step_name}")
     warnings = [f"{skipped} row(s) without a whole-number {step_name} skipped"] if skipped else []
     return metrics.parsed("row", warnings=warnings)
 
@@ -96,10 +96,17 @@ def sniff(head: bytes, name: str) -> bool:
     return step_column(names) is not None and any("/" in n for n in names)
 
 
+def sample() -> Sample:
+    """Two logged steps with a runtime column and two metrics."""
+    return Sample.file("history.csv", b"_step,_runtime,timing_s/gen,response_length/mean\n"
+                                      b"1,10.5,6.0,1000\n2,20.5,4.0,1200\n")
+
+
 FORMAT = Format(
     name="wandb-csv",
     priority=30,
     sniff=sniff,
     parse=parse,
+    sample=sample,
     description="W&B history export: CSV with a _step or step column and one column per metric",
 )

@@ -1,6 +1,7 @@
 """REST API: runs, uploads and the query catalog, all answering in one error shape."""
 from __future__ import annotations
 
+import asyncio
 import inspect
 import json
 from functools import partial
@@ -16,6 +17,7 @@ from polytrace.ingest.contract import IngestError
 from polytrace.ingest.load import IngestResult, ingest_paths
 from polytrace.ingest.run_facts import GIVEN_RUN_FACTS
 from polytrace.queries import display, render
+from polytrace.queries.findings import collect, finding_queries
 from polytrace.queries.catalog import ParamError, Query, bind, get_query, load_catalog
 from polytrace.queries.runner import Answer, BadValue, Limits, QueryTimeout
 from polytrace.server.db import Database
@@ -30,7 +32,7 @@ from polytrace.server.responses import (
 )
 from polytrace.server.uploads import FILE_FIELD, Upload, receive
 from polytrace.settings import Settings
-from polytrace.store.runs import delete_run, row_counts
+from polytrace.store.runs import delete_run, exists, row_counts
 
 FormatParam = Annotated[
     Literal["json", "csv", "parquet"] | None,
@@ -80,6 +82,11 @@ class Uploaded(BaseModel):
     warnings: list[str]
 
 
+class Findings(BaseModel):
+    ok: bool = True
+    findings: list[dict[str, Any]]  # kind, severity, value, unit, steps, stage, text, evidence
+
+
 class Deleted(BaseModel):
     ok: bool = True
     run_id: str
@@ -120,6 +127,9 @@ def build_router() -> APIRouter:
     router.add_api_route("/runs/{run_id}", get_run, methods=["GET"], operation_id="get_run",
                          response_model=RunDetail, responses=_errors(404),
                          summary="One run, its ingests and row counts")
+    router.add_api_route("/runs/{run_id}/findings", get_findings, methods=["GET"],
+                         operation_id="get_findings", response_model=Findings, responses=_errors(404, 504),
+                         summary="What the run's numbers say: one sentence each, with the query that proves it")
     router.add_api_route("/runs/{run_id}", remove_run, methods=["DELETE"], operation_id="delete_run",
                          dependencies=[WriterDep], response_model=Deleted,
                          responses=_errors(401, 404), summary="Delete a run and all its rows")
@@ -178,6 +188,21 @@ async def get_run(run_id: str, db: DbDep, settings: SettingsDep) -> dict:
     if detail is None:
         raise ApiError(404, f"unknown run {run_id!r}")
     return detail
+
+
+async def run_findings(db: Database, settings: Settings, run_id: str) -> list[dict[str, Any]]:
+    """The Findings-section queries of the catalog for one run, run side by side."""
+    answers = await asyncio.gather(*(run_bound(db, settings, q, bind(q, {"run_id": run_id}))
+                                     for q in finding_queries()))
+    return collect(answers)
+
+
+async def get_findings(run_id: str, db: DbDep, settings: SettingsDep) -> dict:
+    known = await run_in_threadpool(db.read, partial(exists, run_id=run_id), settings.query_timeout_ms,
+                                    f"run {run_id!r}")
+    if not known:
+        raise ApiError(404, f"unknown run {run_id!r}")
+    return {"ok": True, "findings": await run_findings(db, settings, run_id)}
 
 
 async def remove_run(run_id: str, db: DbDep) -> dict:
@@ -256,39 +281,23 @@ def _forced_format(value: str | None) -> str | None:
         raise ApiError(422, f"parameter 'format': {e}") from None
 
 
-def _claimed(path) -> bool:
-    """Whether some format claims the file. An empty file, or one we cannot even sniff, is
-    bad content (400) rather than an unsupported format (415)."""
-    try:
-        return path.stat().st_size == 0 or registry.detect(path) is not None
-    except IngestError:
-        return True
-
-
-# ingest's hint names the CLI flag; over REST the same choice is the form field
-_FORMAT_HINT = ("try --format", "try the 'format' field")
+def _form_field(option: str) -> str:
+    """How the API names an ingest option in a hint: the form field that sets it."""
+    return f"the {option!r} form field"
 
 
 def _ingest_upload(upload: Upload, name: str | None, fmt: str | None, overrides: dict,
                    cur) -> IngestResult:
-    """Ingest the uploaded files as one run (several files ingest like a directory)."""
+    """Ingest the uploaded files as one run (several files ingest like a directory); the log
+    and the errors name the files as the client named them, never by their temporary paths."""
     target = upload.files[0] if len(upload.files) == 1 else upload.folder
-    unknown = fmt is None and not any(_claimed(p) for p in upload.files)
-    folder, prefix, label = str(upload.folder), str(upload.base) + "/", upload.folder.name
+    names = {upload.folder: upload.folder.name, **dict(zip(upload.files, upload.client_names))}
     try:
-        return ingest_paths(cur, [target], name=name, format=fmt, run_overrides=overrides)
+        return ingest_paths(cur, [target], name=name, format=fmt, run_overrides=overrides,
+                            names=names, option_words=_form_field)
     except IngestError as e:
-        reason = str(e).replace(prefix, "").replace(folder, label).replace(*_FORMAT_HINT)
-        raise ApiError(415 if unknown else 400, reason) from None
-    finally:
-        # The ingest log speaks of files as the client named them, not of our temporary paths.
-        cur.execute(
-            "UPDATE ingests SET "
-            "file_name = CASE WHEN file_name = $folder THEN $label ELSE substr(file_name, $cut) END, "
-            "error = replace(replace(replace(error, $prefix, ''), $folder, $label), $hint, $fix) "
-            "WHERE file_name = $folder OR starts_with(file_name, $prefix)",
-            {"folder": folder, "label": label, "cut": len(prefix) + 1, "prefix": prefix,
-             "hint": _FORMAT_HINT[0], "fix": _FORMAT_HINT[1]})
+        # no format recognised the input: unsupported content rather than bad content
+        raise ApiError(415 if e.unrecognised else 400, e.worded(_form_field)) from None
 
 
 async def upload_run(request: Request, db: DbDep, settings: SettingsDep) -> Json:

@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 
 from tests.corpus import mutations as m
-from tests.corpus.seeds import Seed, jsonl, kineto_trace, seeds, tar_gz, zip_of
+from tests.corpus.seeds import Seed, jsonl, seeds_of, tar_gz, zip_of
 
 CASES_PER_FORMAT = 200
 
@@ -122,9 +122,9 @@ def _typed_cases(fmt: str, seed: Seed) -> list[Case]:
     return cases
 
 
-def _raw_lines(fmt: str, seed: Seed, lines: list[tuple[str, bytes]]) -> list[Case]:
+def _raw_lines(fmt: str, seed: Seed, lines: list[tuple[str, bytes]], must_reject: bool = True) -> list[Case]:
     """Whole replacement files, each designed to be invalid."""
-    return [_case(fmt, seed, kind, data, True) for kind, data in lines]
+    return [_case(fmt, seed, kind, data, must_reject) for kind, data in lines]
 
 
 def _format_specific(fmt: str, seed: Seed) -> list[Case]:
@@ -173,13 +173,21 @@ def _format_specific(fmt: str, seed: Seed) -> list[Case]:
             ("trailing garbage", doc.encode() + b"garbage"),
             ("stream beyond int64", doc.replace('"stream": 7', '"stream": ' + big.decode(), 1).encode()),
         ])
-    if fmt == "samples-table":
-        return _csv_cases(fmt, seed) if seed.target.endswith(".csv") else _parquet_cases(fmt, seed)
-    if fmt == "kineto" and seed.target == "traces.tar.gz":
-        return _archive_cases(fmt, seed, tar_gz)
-    if fmt == "kineto" and seed.target == "traces.zip":
-        return _archive_cases(fmt, seed, zip_of)
+    if fmt == "samples-table" and seed.target.endswith(".csv"):
+        return _csv_cases(fmt, seed) + _parquet_cases(fmt, _as_parquet(seed))
     return []
+
+
+def _as_parquet(seed: Seed) -> Seed:
+    """A samples CSV seed as the same table in Parquet."""
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
+    import pyarrow.parquet as pq
+
+    buf = pa.BufferOutputStream()
+    pq.write_table(pacsv.read_csv(pa.py_buffer(seed.files[seed.target])), buf)
+    name = seed.target.removesuffix(".csv") + ".parquet"
+    return Seed({name: buf.getvalue().to_pybytes()}, name, [name], seed.forced)
 
 
 def _csv_cases(fmt: str, seed: Seed) -> list[Case]:
@@ -239,22 +247,29 @@ def _parquet_cases(fmt: str, seed: Seed) -> list[Case]:
     return _raw_lines(fmt, seed, bad)
 
 
-def _archive_cases(fmt: str, seed: Seed, pack) -> list[Case]:
-    trace = json.dumps(kineto_trace(0)).encode()
+def _archive_cases(fmt: str, seed: Seed) -> list[Case]:
+    """Hostile or broken archives of the seed's files; the first member is the target."""
+    pack = tar_gz if seed.target.endswith(".tar.gz") else zip_of
+    (target, data), *rest = seed.members.items()
+    others = dict(rest)
     traversal = ["../escape.json", "/abs/rank1.json", "a/../../b.json", "..\\..\\win.json", "C:/x/rank1.json"]
-    bad = [(f"member name {name!r}", pack({"traces/rank0.json": trace, name: trace})) for name in traversal]
+    bad = [(f"member name {name!r}", pack({**seed.members, name: data})) for name in traversal]
     bad += [
-        ("no trace member", pack({"readme.txt": b"hello", "data.bin": b"\x00" * 10})),
-        ("nested archive", pack({"inner.zip": zip_of({"rank0.json": trace})})),
-        ("member gzip bomb", pack({"traces/rank0.json.gz": m.gzip_bomb(b'{"traceEvents": [', 64 * m.MEGABYTE)})),
-        ("member not JSON", pack({"traces/rank0.json": b"\xff\xfe not json"})),
-        ("member truncated", pack({"traces/rank0.json": trace[:len(trace) // 2]})),
-        ("member deep nesting", pack({"traces/rank0.json": b'{"traceEvents": [' + m.deep().encode() + b"]}"})),
+        ("no recognisable member", pack({"readme.txt": b"hello", "data.bin": b"\x00" * 10})),
+        ("nested archive", pack({"inner.zip": zip_of(seed.members)})),
+        ("member gzip bomb", pack({**others, target + ".gz": m.gzip_bomb(data, 64 * m.MEGABYTE)})),
     ]
     if pack is tar_gz:
-        bad += [("only a symlink member", tar_gz({}, {"traces/rank1.json": b"2"})),
-                ("only a hardlink member", tar_gz({}, {"traces/rank1.json": b"1"}))]
-    return _raw_lines(fmt, seed, bad)
+        bad += [("only a symlink member", tar_gz({}, {target: b"2"})),
+                ("only a hardlink member", tar_gz({}, {target: b"1"}))]
+    # A broken member no format recognises is skipped; only under --format, or alone, is it refused.
+    first_line = data.split(b"\n", 1)[0]
+    broken = [
+        ("member not UTF-8 text", pack({**others, target: b"\xff\xfe not json"})),
+        ("member cut inside its first line", pack({**others, target: first_line[:len(first_line) // 2]})),
+        ("member deep nesting", pack({**others, target: m.deep().encode()})),
+    ]
+    return _raw_lines(fmt, seed, bad) + _raw_lines(fmt, seed, broken, seed.forced or not others)
 
 
 def _generic(fmt: str, seed: Seed) -> list[Case]:
@@ -291,7 +306,7 @@ def _lake_cases(fmt: str, seed: Seed) -> list[Case]:
 
     files = seed.files
     runs_key = next(k for k in files if k.startswith("lake/table=runs/"))
-    samples_key = seed.target
+    samples_key = next(k for k in files if k.startswith("lake/table=samples/"))
     run_id = samples_key.split("run_id=")[1].split("/")[0]
     samples = pq.read_table(pa.BufferReader(files[samples_key]))
     runs = pq.read_table(pa.BufferReader(files[runs_key]))
@@ -335,8 +350,8 @@ def _random(fmt: str, seeds_: list[Seed], count: int) -> list[Case]:
         rng = random.Random(f"{fmt}:{i}")
         seed = seeds_[i % len(seeds_)]
         target = seed.target
-        if fmt == "parquet-lake":
-            target = rng.choice(sorted(k for k in seed.files if k.endswith(".parquet")))
+        if seed.directory:
+            target = rng.choice(sorted(seed.files))
         data = seed.files[target]
         kinds = []
         for _ in range(rng.randint(1, 3)):
@@ -352,16 +367,15 @@ def _random(fmt: str, seeds_: list[Seed], count: int) -> list[Case]:
 @lru_cache(maxsize=None)
 def build(fmt: str, per_format: int = CASES_PER_FORMAT) -> tuple[Case, ...]:
     """At least `per_format` cases for one format: every designed case, then random ones."""
-    format_seeds = seeds()[fmt]
+    format_seeds = seeds_of(fmt)
     designed: list[Case] = []
-    for seed in format_seeds:
-        if fmt == "parquet-lake":
-            designed += _lake_cases(fmt, seed)
-            continue
-        designed += _generic(fmt, seed)
-        if seed.records:
-            designed += _typed_cases(fmt, seed)
-        designed += _format_specific(fmt, seed)
+    sample, *containers = format_seeds
+    if fmt == "parquet-lake":
+        designed += _lake_cases(fmt, sample)
+    else:
+        designed += _generic(fmt, sample) + _typed_cases(fmt, sample) + _format_specific(fmt, sample)
+    for seed in containers:
+        designed += _generic(fmt, seed) + (_archive_cases(fmt, seed) if seed.members else [])
     return tuple(designed + _random(fmt, format_seeds, max(per_format - len(designed), per_format // 2)))
 
 
