@@ -1,28 +1,52 @@
 -- name: finding_whatif
--- title: Finding: rollout time another dispatch would save
+-- title: Finding: rollout time another policy would save
 -- section: Findings
--- From a stored simulation (whatif_savings): the dispatch policy (same samples, other
--- placement: round-robin or predicted-balanced) that saves the most GPU-hours against
--- as-recorded, and length-balanced dispatch, which knows every length in advance: it is called
--- the bound only when no other dispatch beats it. Partial rollout changes the algorithm (late
--- samples finish in a later step) and is not counted here. Emitted when a dispatch saves 1% of
--- rollout time or more.
+-- From a stored simulation (whatif_policies): the dispatch (same samples, other placement:
+-- round-robin or predicted-balanced) that saves the most GPU-hours against as-recorded, with
+-- length-balanced dispatch, which knows every length in advance (called the bound only when no
+-- other dispatch beats it); and partial rollout, which changes the algorithm: its saving over
+-- its steady steps, the share of samples that finish a step late and the tokens carried over.
+-- Each says how far to trust the cost model: its forward accuracy on this run's own steps
+-- (gen_forecast) when it was fitted to them, else where it was calibrated. A row is emitted
+-- when its policy saves 1% of rollout time or more.
 -- @param run_id VARCHAR  Run to examine.
--- @column kind VARCHAR  whatif.
+-- @column kind VARCHAR  whatif (a dispatch) or whatif_partial (partial rollout).
 -- @column severity VARCHAR  info.
--- @column value DOUBLE fmt=gpu_h  GPU-hours the best realizable dispatch saves over the run.
+-- @column value DOUBLE fmt=gpu_h  GPU-hours the policy saves over the run (partial rollout: its steady steps).
 -- @column unit VARCHAR  GPU-hours.
 -- @column steps INTEGER[]  Empty: the whole run.
 -- @column stage VARCHAR  gen.
 -- @column text VARCHAR  The finding in one sentence.
 -- @column evidence VARCHAR  The catalog URL of whatif_savings.
 -- @chart table
-WITH best AS (
+WITH model AS (
+    SELECT
+        (SELECT any_value(calibration) FROM whatif WHERE run_id = $run_id) AS calibration,
+        count(*) AS checked,
+        avg(abs(predicted_s - measured_s) / NULLIF(measured_s, 0)) AS error
+    FROM gen_forecast
+    WHERE run_id = $run_id AND stage = 'gen'),
+trust AS (
+    SELECT CASE WHEN calibration = 'log' AND checked > 0
+                THEN printf(' (the gen-time model fitted to this run''s own steps predicted its last %d '
+                            'steps within %.1f%% on average)', checked, 100 * error)
+                WHEN calibration IS NOT NULL
+                THEN printf(' (with a cost model calibrated on %s, not on this run)', calibration)
+                ELSE '' END AS note
+    FROM model),
+best AS (
     SELECT first(policy ORDER BY saved_s DESC, policy) AS policy, max(saved_s) AS saved_s,
            first(saved_frac ORDER BY saved_s DESC, policy) AS saved_frac
-    FROM whatif_policies WHERE policy IN ('round-robin', 'predicted-balanced')),
-oracle AS (
-    SELECT saved_s, saved_frac FROM whatif_policies WHERE policy = 'length-balanced')
+    FROM whatif_policies
+    WHERE family = 'dispatch' AND policy NOT IN ('as-recorded', 'length-balanced')),
+knowing AS (
+    SELECT saved_s, bound FROM whatif_policies WHERE policy = 'length-balanced'),
+partial AS (
+    SELECT policy, saved_s, saved_frac, steps, carried_share, carried_tokens
+    FROM whatif_policies
+    WHERE family = 'algorithm'
+    ORDER BY saved_s DESC, policy
+    LIMIT 1)
 SELECT
     'whatif' AS kind,
     'info' AS severity,
@@ -30,17 +54,40 @@ SELECT
     'GPU-hours' AS unit,
     []::INTEGER[] AS steps,
     'gen' AS stage,
-    printf('Dispatching samples %s would save %.3g GPU-hours over the run (%.0f%% of rollout time on '
-           '%d GPUs)%s.',
+    printf('Dispatching samples %s would save %.3g GPU-hours over the run (%.1f%% of rollout time on '
+           '%d GPUs)%s%s.',
            CASE b.policy WHEN 'predicted-balanced' THEN 'by predicted length (previous step, by prompt length)'
                          ELSE 'round-robin' END,
            b.saved_s * j.gpus / 3600.0, 100 * b.saved_frac, j.gpus,
-           CASE WHEN o.saved_s IS NULL THEN ''
-                WHEN o.saved_s >= b.saved_s
+           CASE WHEN k.saved_s IS NULL THEN ''
+                WHEN k.bound
                 THEN printf('; with every length known in advance, length-balanced dispatch would save '
-                            '%.3g GPU-hours, more than any other dispatch simulated', o.saved_s * j.gpus / 3600.0)
-                ELSE printf('; length-balanced dispatch (every length known in advance) would save only '
-                            '%.3g', o.saved_s * j.gpus / 3600.0) END) AS text,
+                            '%.3g GPU-hours, more than any other dispatch simulated', k.saved_s * j.gpus / 3600.0)
+                ELSE printf('; length-balanced dispatch, which knows every length in advance, would save '
+                            'only %.3g', k.saved_s * j.gpus / 3600.0) END,
+           t.note) AS text,
     '/api/queries/whatif_savings?run_id=' || $run_id AS evidence
-FROM best b, whatif_job j LEFT JOIN oracle o ON true
+FROM best b
+CROSS JOIN whatif_job j
+CROSS JOIN trust t
+LEFT JOIN knowing k ON true
 WHERE b.saved_frac >= 0.01 AND j.gpus IS NOT NULL
+UNION ALL
+SELECT
+    'whatif_partial',
+    'info',
+    p.saved_s * j.gpus / 3600.0,
+    'GPU-hours',
+    []::INTEGER[],
+    'gen',
+    printf('Partial rollout (%s) would cut rollout time by %.1f%% over its %d steady steps, %.3g '
+           'GPU-hours on %d GPUs, but it changes the algorithm: %.1f%% of samples finish a step after '
+           'they started, partly generated by the previous policy, with %,d tokens carried over per '
+           'step%s.',
+           p.policy, 100 * p.saved_frac, p.steps, p.saved_s * j.gpus / 3600.0, j.gpus,
+           100 * coalesce(p.carried_share, 0), round(coalesce(p.carried_tokens, 0))::BIGINT, t.note),
+    '/api/queries/whatif_savings?run_id=' || $run_id
+FROM partial p
+CROSS JOIN whatif_job j
+CROSS JOIN trust t
+WHERE p.saved_frac >= 0.01 AND j.gpus IS NOT NULL

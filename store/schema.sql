@@ -141,7 +141,7 @@ GROUP BY run_id, step;
 CREATE TABLE IF NOT EXISTS whatif (
     run_id      VARCHAR, -- simulated run
     step        INTEGER, -- training step
-    policy      VARCHAR, -- as-recorded, round-robin, length-balanced (oracle bound), predicted-balanced, partial-rollout:q
+    policy      VARCHAR, -- dispatch: as-recorded, round-robin, predicted-balanced, length-balanced (knows every length); algorithm: partial-rollout:q; config: cap:C
     engine      INTEGER, -- rollout engine index; NULL on the step's summary row
     n           INTEGER, -- samples the engine generated (summary row: all engines)
     tokens      BIGINT,  -- response tokens generated in the step (partial rollout: this step's share)
@@ -149,7 +149,7 @@ CREATE TABLE IF NOT EXISTS whatif (
     predicted_s DOUBLE,  -- predicted rollout time (s); summary row: the slowest engine, the step's rollout time
     idle_frac   DOUBLE,  -- engine: 1 - its time / slowest engine's; summary row: 1 - sum(times) / (engines * slowest)
     speedup     DOUBLE,  -- summary row: as-recorded rollout time / this policy's; NULL on engine rows
-    calibration VARCHAR  -- cost-model calibration file the prediction used
+    calibration VARCHAR  -- the cost model's calibration: a calib.json or iters file, the built-in H200 grid, or 'log' (fitted to the run's own steps)
 );
 
 -- GPU-side Kineto events: one row per kernel, memcpy or memset (format kineto).
@@ -224,4 +224,15 @@ CREATE TABLE IF NOT EXISTS gen_forecast (
     predicted_s DOUBLE,  -- the model's prediction from the earlier steps only (s)
     fit_steps   INTEGER, -- how many earlier steps that model was fitted on
     model       VARCHAR  -- log:step (per-step model on verl step metrics) or log:engine (per-engine cost model on samples)
+);
+
+-- What a partial-rollout simulation (whatif policy partial-rollout:q) carries from each step to
+-- the next: the samples cut at the step's cap, which finish in a later step, partly generated
+-- by an older policy.
+CREATE TABLE IF NOT EXISTS whatif_carry (
+    run_id         VARCHAR, -- simulated run
+    step           INTEGER, -- step whose rollout stopped at the cap
+    policy         VARCHAR, -- partial-rollout:q
+    carried        INTEGER, -- samples left unfinished, to continue in the next step
+    carried_tokens BIGINT   -- tokens those samples still had to generate (tokens)
 );

@@ -168,6 +168,10 @@ def _run_policy(steps, model, policy, q, engines, recorded) -> list[dict]:
         step_engines = engine_rows(model, s.step, policy, assign, prompts, lengths, n_engines)
         rows.extend(step_engines)
         rows.append(step_row(s.step, policy, step_engines))
+        if policy == "partial-rollout":
+            # what this step hands to the next: samples cut at the cap, and the tokens they still owe
+            rows[-1]["carried"] = 0 if carry is None else len(carry[2])
+            rows[-1]["carried_tokens"] = 0 if carry is None else int(carry[2].sum())
     return rows
 
 

@@ -13,6 +13,7 @@ WHATIF_COLUMNS = ("step", "policy", "engine", "n", "tokens", "max_len", "predict
 
 
 FORECAST_COLUMNS = ("step", "stage", "measured_s", "predicted_s", "fit_steps", "model")
+CARRY_COLUMNS = ("step", "policy", "carried", "carried_tokens")
 
 
 def store(con, run_id: str, rows: list[dict], calibration: str, forecast: list[dict] | None = None) -> int:
@@ -25,7 +26,9 @@ def store(con, run_id: str, rows: list[dict], calibration: str, forecast: list[d
     """
     rows = [r for r in rows if not r["policy"].startswith("engines:")]
     policies = sorted({r["policy"] for r in rows})
-    tables = {"_whatif": pa.table({c: [r.get(c) for r in rows] for c in WHATIF_COLUMNS})}
+    carry = [r for r in rows if "carried" in r]
+    tables = {"_whatif": pa.table({c: [r.get(c) for r in rows] for c in WHATIF_COLUMNS}),
+              "_carry": pa.table({c: [r.get(c) for r in carry] for c in CARRY_COLUMNS})}
     if forecast is not None:
         tables["_forecast"] = pa.table({c: [r.get(c) for r in forecast] for c in FORECAST_COLUMNS})
     con.execute("BEGIN TRANSACTION")
@@ -36,6 +39,8 @@ def store(con, run_id: str, rows: list[dict], calibration: str, forecast: list[d
             con.register(name, data)
         con.execute("INSERT INTO whatif BY NAME SELECT ? AS run_id, *, ? AS calibration FROM _whatif",
                     [run_id, calibration])
+        con.execute("DELETE FROM whatif_carry WHERE run_id = ?", [run_id])
+        con.execute("INSERT INTO whatif_carry BY NAME SELECT ? AS run_id, * FROM _carry", [run_id])
         if forecast is not None:
             con.execute("DELETE FROM gen_forecast WHERE run_id = ?", [run_id])
             con.execute("INSERT INTO gen_forecast BY NAME SELECT ? AS run_id, * FROM _forecast", [run_id])
