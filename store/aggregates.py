@@ -26,6 +26,10 @@ class Aggregate:
     select: str                           # the SELECT, reading $run_id
 
     @property
+    def per_step(self) -> bool:
+        return any(name == "step" for name, _ in self.columns)
+
+    @property
     def create_sql(self) -> str:
         return f"CREATE TABLE IF NOT EXISTS {self.name} AS\n{self.select}\nWITH NO DATA"
 
@@ -74,11 +78,22 @@ def drop(con: duckdb.DuckDBPyConnection) -> None:
         con.execute(f"DROP TABLE IF EXISTS {a.name}")
 
 
-def materialize(con: duckdb.DuckDBPyConnection, run_id: str) -> None:
-    """(Re)compute every aggregate table for one run, inside the caller's transaction."""
+def materialize(con: duckdb.DuckDBPyConnection, run_id: str, steps: list[int] | None = None) -> None:
+    """(Re)compute every aggregate table for one run, inside the caller's transaction.
+
+    With `steps`, only those steps' rows of the per-step aggregates (a live append): their
+    filter on the group key reaches the scans, so a step costs the same in a long run as in a
+    short one.
+    """
     for a in _load():
-        con.execute(f"DELETE FROM {a.name} WHERE run_id = $run_id", {"run_id": run_id})
-        con.execute(f"INSERT INTO {a.name} BY NAME {a.select}", {"run_id": run_id})
+        if steps is None or not a.per_step:
+            con.execute(f"DELETE FROM {a.name} WHERE run_id = $run_id", {"run_id": run_id})
+            con.execute(f"INSERT INTO {a.name} BY NAME {a.select}", {"run_id": run_id})
+            continue
+        params = {"run_id": run_id, "steps": steps}
+        con.execute(f"DELETE FROM {a.name} WHERE run_id = $run_id AND list_contains($steps, step)", params)
+        con.execute(f"INSERT INTO {a.name} BY NAME SELECT * FROM ({a.select}) "
+                    "WHERE list_contains($steps, step)", params)
 
 
 def on_the_fly(sql: str) -> str:

@@ -141,3 +141,21 @@ def test_a_new_table_in_the_schema_reaches_older_databases(db_path):
         assert con.execute("SELECT count(*) FROM whatif").fetchall() == [(0,)]
     finally:
         con.close()
+
+
+def test_materializing_only_new_steps_equals_the_whole_run(db_path, packed, tmp_path):
+    """A live append recomputes the steps it brought; the result equals a full recompute."""
+    con = store.open(db_path)
+    try:
+        run_id = ingest_paths(con, [packed]).run_id
+        con.execute("INSERT INTO samples (run_id, step, prompt_id, sample_id, rank, dp_rank, prompt_len, "
+                    "response_len) VALUES (?, 2, 0, 0, 0, 0, 5, 9), (?, 2, 0, 1, 4, 1, 5, 1)",
+                    [run_id, run_id])
+        materialize(con, run_id, steps=[2])
+        partial = {t: con.execute(f"SELECT * FROM {t} ORDER BY ALL").fetchall() for t in aggregate_names()}
+        materialize(con, run_id)
+        whole = {t: con.execute(f"SELECT * FROM {t} ORDER BY ALL").fetchall() for t in aggregate_names()}
+        assert partial == whole
+        assert con.execute("SELECT n, response_max FROM step_lengths WHERE step = 2").fetchall() == [(2, 9)]
+    finally:
+        con.close()
