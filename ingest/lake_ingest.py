@@ -12,6 +12,7 @@ from __future__ import annotations
 import shutil
 from contextlib import closing
 from pathlib import Path
+from typing import Callable
 
 import duckdb
 import pyarrow.parquet as pq
@@ -25,11 +26,14 @@ from polytrace.store.lake import export_runs, lake_dataset, lake_tables, staging
 
 def ingest_to_lake(paths: list[Path], lake: Path, *, name: str | None = None,
                    format: str | None = None, force: bool = False, jobs: int | None = None,
-                   run_overrides: dict | None = None) -> load.IngestResult:
+                   run_overrides: dict | None = None,
+                   before_export: Callable[[duckdb.DuckDBPyConnection, str], None] | None = None,
+                   ) -> load.IngestResult:
     """Ingest files (or directories of files, or archives) as one run of the lake at `lake`.
 
     The same content already in the lake is not ingested twice unless `force`;
     run_overrides fills runs columns the input does not carry, as in `ingest_paths`.
+    before_export(con, run_id) may add derived rows to the run before it is published.
     """
     overrides = load.checked_overrides(run_overrides)
     with load.collected(paths, format) as files:
@@ -45,7 +49,7 @@ def ingest_to_lake(paths: list[Path], lake: Path, *, name: str | None = None,
                 return load.IngestResult(existing[0], "+".join(sorted({f.format.name for f in files})),
                                          {}, existing=True)
             return _ingest_new(con, files, digest, lake, name or load.default_name(paths), jobs,
-                               overrides)
+                               overrides, before_export)
         except duckdb.Error as e:
             raise IngestError(None, f"the data was rejected: {str(e).splitlines()[0]}") from None
         finally:
@@ -53,12 +57,14 @@ def ingest_to_lake(paths: list[Path], lake: Path, *, name: str | None = None,
 
 
 def _ingest_new(con, files: list[load.InputFile], digest: str, lake: Path, name: str,
-                jobs: int | None, overrides: dict) -> load.IngestResult:
+                jobs: int | None, overrides: dict, before_export) -> load.IngestResult:
     staging = staging_dir(lake, ".ingest-")
     try:
         _parse_to_staging(files, staging, jobs)
         run_id = load.new_run_id(con, digest)
         result = load.write_run(con, run_id, digest, files, name, None, overrides)
+        if before_export:
+            before_export(con, run_id)
         export_runs(con, [run_id], lake)
         return result
     finally:

@@ -24,9 +24,12 @@ class Client:
     def ingest(self, *paths: str | Path, name: str | None = None, format: str | None = None,
                force: bool = False) -> str:
         from polytrace.ingest.load import ingest_paths
+        from polytrace.queries import overview
 
-        return ingest_paths(self.con, [Path(p) for p in paths], name=name, format=format,
-                            force=force).run_id
+        result = ingest_paths(self.con, [Path(p) for p in paths], name=name, format=format, force=force)
+        if not result.existing:
+            overview.refresh(self.con, result.run_ids)
+        return result.run_id
 
     def query(self, name: str, **params: Any):
         """Run catalog query `name` with its parameters; returns a polars DataFrame.

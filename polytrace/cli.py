@@ -43,6 +43,8 @@ def cmd_ingest(args) -> int:
         result = ingest_paths(con, [Path(p) for p in args.paths], name=args.name,
                               format=args.format, force=args.force, progress=update,
                               run_overrides=_run_overrides(args))
+        if not result.existing:
+            _refresh_overview(con, result.run_ids)
     finally:
         if bar:
             bar.stop()
@@ -50,6 +52,13 @@ def cmd_ingest(args) -> int:
     _report(result, "already ingested" if result.existing else "ingested")
     print("\n".join(result.run_ids))
     return 0
+
+
+def _refresh_overview(con, run_ids: list[str] | None = None) -> None:
+    """The runs' lines in the runs overview (default: every line an older catalog computed)."""
+    from polytrace.queries import overview
+
+    overview.refresh(con, overview.stale(con) if run_ids is None else run_ids)
 
 
 def _report(result, state: str) -> None:
@@ -80,7 +89,8 @@ def _ingest_to_lake(args) -> int:
         raise CliError(f"--jobs must be at least 1, got {args.jobs}")
     result = ingest_to_lake([Path(p) for p in args.paths], Path(args.lake), name=args.name,
                             format=args.format, force=args.force, jobs=args.jobs,
-                            run_overrides=_run_overrides(args))
+                            run_overrides=_run_overrides(args),
+                            before_export=lambda con, run_id: _refresh_overview(con, [run_id]))
     _report(result, "already in the lake" if result.existing else f"ingested into {args.lake}")
     print(result.run_id)
     return 0
@@ -330,6 +340,7 @@ def cmd_simulate(args) -> int:
         rows = simulate.simulate(simulate.load_steps(con, args.run_id), model, policies, engines)
         if args.store:
             whatif.store(con, args.run_id, rows, args.calibration)
+            _refresh_overview(con, [args.run_id])
     finally:
         con.close()
     if args.compare:
@@ -360,6 +371,7 @@ def _simulate_from_log(args) -> int:
             rows = _step_whatif(cal, args)
         if args.store:
             whatif.store(con, args.run_id, rows, "log", cal.forecast)
+            _refresh_overview(con, [args.run_id])
     finally:
         con.close()
     if args.compare:
@@ -590,7 +602,10 @@ def cmd_findings(args) -> int:
 
 def cmd_migrate(args) -> int:
     con = store.open(args.db, "w")  # the writer brings the schema and aggregates up to date
-    con.close()
+    try:
+        _refresh_overview(con)
+    finally:
+        con.close()
     print(f"{args.db} is current", file=sys.stderr)
     return 0
 

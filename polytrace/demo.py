@@ -72,6 +72,7 @@ def math_facts() -> dict[str, int]:
 
 def build(db: Path, seed: int = 0) -> list[str]:
     """Write the synthetic traces to a temp dir and ingest them; returns the run ids."""
+    from polytrace.queries import overview
     from polytrace.workload.whatif import simulate_and_store
 
     con = store.open(db)
@@ -84,6 +85,7 @@ def build(db: Path, seed: int = 0) -> list[str]:
             # the cost model built into the code (calibrated on the shared H200 replay).
             simulate_and_store(con, math_run)
             agent_run = ingest_paths(con, [folders["agent"]], name=AGENT_RUN).run_id
+        overview.refresh(con, [math_run, agent_run])
     finally:
         con.close()
     return [math_run, agent_run]

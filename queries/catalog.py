@@ -1,6 +1,7 @@
 """Reads queries/*.sql and their header contracts, inlines the shared views, lints; binds parameters."""
 from __future__ import annotations
 
+import hashlib
 import re
 import shlex
 from collections.abc import Iterable, Mapping
@@ -16,8 +17,8 @@ from polytrace.store.migrate import schema_sql
 
 # The catalog page, the run page and the compare page show sections in this order. Runs and
 # Findings are what the run page says above its charts; Fidelity queries compare two runs.
-SECTIONS = ("Runs", "Findings", "Training health", "Lengths", "Rollout tail", "Imbalance", "Stages", "Multi-turn", "GPU",
-            "What if", "Fidelity", "Other")
+SECTIONS = ("Runs", "Findings", "Budget", "Training health", "Lengths", "Rollout tail", "Imbalance", "Stages",
+            "Multi-turn", "GPU", "What if", "Fidelity", "Other")
 # The columns of every Findings-section query (queries/findings.py reads them as one list).
 FINDING_COLUMNS = (("kind", "VARCHAR"), ("severity", "VARCHAR"), ("value", "DOUBLE"), ("unit", "VARCHAR"),
                    ("steps", "INTEGER[]"), ("stage", "VARCHAR"), ("text", "VARCHAR"),
@@ -552,6 +553,16 @@ def _load_catalog(extra: str | None) -> dict[str, Query]:
             name = entry.name[:-4]
             catalog[name] = load_query(name, entry.read_text(), views, source=str(entry), strict=False)
     return catalog
+
+
+def digest() -> str:
+    """Changes whenever any query of the catalog does: what a stored result was computed by."""
+    return _digest(tuple(sorted((q.name, q.sql) for q in load_catalog().values())))
+
+
+@lru_cache(maxsize=4)
+def _digest(queries: tuple) -> str:
+    return hashlib.sha256(repr(queries).encode()).hexdigest()[:16]
 
 
 def get_query(name: str) -> Query:

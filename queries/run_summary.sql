@@ -16,6 +16,7 @@
 -- @column worst_tail_step INTEGER fmt=count  Step with the largest tail_ratio (earliest on a tie).
 -- @column cap_ratio DOUBLE fmt=pct  Share of all responses truncated or at the response cap; without samples, the mean of verl's response_length/clip_ratio over steps. Sentence: {cap_ratio} of responses hit the length cap ({max_response_len} tokens) and were cut short.
 -- @column max_response_len INTEGER fmt=tokens  The run's response-length cap (tokens), when known.
+-- @column gpus BIGINT fmt=count  GPUs in the job: the run's n_gpus, else the count its logged ranks imply (whatif_job).
 -- @column dp_imbalance_mean DOUBLE fmt=x  Mean over steps of dp_imbalance's imbalance (max / mean tokens per DP rank).
 -- @column dp_imbalance_max DOUBLE fmt=x  Largest dp_imbalance imbalance of any step. Sentence: The busiest DP rank carried {dp_imbalance_max} the mean rank's tokens in step {straggler_step}, {dp_imbalance_mean} on average.
 -- @column straggler_step INTEGER fmt=count  Step with the largest dp imbalance (earliest on a tie).
@@ -113,6 +114,7 @@ SELECT
     coalesce(sum(capped)::DOUBLE / NULLIF(sum(cap_known)::DOUBLE, 0),
              avg(clip_ratio) FILTER (WHERE n IS NULL)) AS cap_ratio,
     (SELECT max_response_len FROM runs WHERE run_id = $run_id) AS max_response_len,
+    (SELECT gpus FROM whatif_job) AS gpus,
     avg(dp_imbalance) AS dp_imbalance_mean,
     max(dp_imbalance) AS dp_imbalance_max,
     first(step ORDER BY dp_imbalance DESC, step) FILTER (WHERE dp_imbalance IS NOT NULL)

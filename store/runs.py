@@ -8,6 +8,8 @@ import duckdb
 from polytrace.store import aggregates
 from polytrace.store.connection import transaction
 
+# Tables a run's rows are derived into by the catalog, not ingested: not counted as its rows.
+DERIVED = ("run_overview",)
 # The one shape of a run id, checked wherever an id comes in: it names lake partitions,
 # files and URLs as it is.
 RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
@@ -26,7 +28,7 @@ def data_tables(con: duckdb.DuckDBPyConnection) -> list[str]:
 def row_counts(con: duckdb.DuckDBPyConnection, run_id: str) -> dict[str, int]:
     """Rows per canonical table; the derived aggregate tables are not input rows."""
     counts = {}
-    derived = set(aggregates.names())
+    derived = {*aggregates.names(), *DERIVED}
     for table in (t for t in data_tables(con) if t not in derived):
         # fetchall, not fetchone: DuckDB 2.0 refuses register() while a result is unfinished
         n = con.execute(f'SELECT count(*) FROM "{table}" WHERE run_id = ?', [run_id]).fetchall()[0][0]
@@ -40,11 +42,12 @@ def exists(con: duckdb.DuckDBPyConnection, run_id: str) -> bool:
 
 
 def delete_run(con: duckdb.DuckDBPyConnection, run_id: str) -> bool:
-    """Remove a run and all its rows in one transaction; False if it did not exist."""
+    """Remove a run and all its rows in one transaction, its ingest log (file names and
+    digests) included; False if it did not exist."""
     with transaction(con):
         found = exists(con, run_id)
         if found:
-            for table in data_tables(con):
+            for table in [*data_tables(con), "ingests"]:
                 con.execute(f'DELETE FROM "{table}" WHERE run_id = ?', [run_id])
             con.execute("DELETE FROM runs WHERE run_id = ?", [run_id])
     return found

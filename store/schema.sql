@@ -236,3 +236,24 @@ CREATE TABLE IF NOT EXISTS whatif_carry (
     carried        INTEGER, -- samples left unfinished, to continue in the next step
     carried_tokens BIGINT   -- tokens those samples still had to generate (tokens)
 );
+
+-- Each run's line in the runs overview: run_summary's figures and the count of its findings by
+-- severity, as the catalog computed them when the run last changed (queries/overview.py). A
+-- row whose catalog digest is not the current catalog's is recomputed by the next writer.
+CREATE TABLE IF NOT EXISTS run_overview (
+    run_id                 VARCHAR, -- the run
+    steps                  BIGINT,  -- run_summary.steps
+    samples                BIGINT,  -- run_summary.samples
+    gpus                   BIGINT,  -- run_summary.gpus: n_gpus, else inferred from the logged ranks
+    step_s_mean            DOUBLE,  -- run_summary.mean_step_s (s)
+    rollout_idle_frac_mean DOUBLE,  -- run_summary.rollout_idle_frac_mean
+    tail_ratio_max         DOUBLE,  -- run_summary.tail_ratio_worst
+    dp_imbalance_mean      DOUBLE,  -- run_summary.dp_imbalance_mean
+    filter_waste_share     DOUBLE,  -- run_summary.wasted_token_frac
+    gpu_idle_pct           DOUBLE,  -- 100 * run_summary.gpu_idle_frac_mean (%)
+    findings_critical      INTEGER, -- findings of severity critical
+    findings_warn          INTEGER, -- findings of severity warn
+    findings_info          INTEGER, -- findings of severity info
+    catalog                VARCHAR, -- digest of the catalog that computed the row
+    refreshed_at           TIMESTAMP -- when (UTC)
+);

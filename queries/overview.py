@@ -1,0 +1,56 @@
+"""Each run's line in the runs overview, kept in the run_overview table: run_summary's figures and
+its findings counted by severity, computed by the catalog whenever the run changes.
+
+A writer calls refresh() after it changes a run (ingest, append, simulate); stale() lists the
+runs whose line an older catalog computed, for the next writer to refresh. Reading the
+overview is then one small table, on DuckDB, over a lake and on Spark alike.
+"""
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+import pyarrow as pa
+
+from polytrace import store
+from polytrace.queries.catalog import digest, get_query
+from polytrace.queries.findings import findings
+from polytrace.queries.runner import Limits, run
+
+# run_overview column <- run_summary column
+FROM_SUMMARY = {
+    "steps": "steps", "samples": "samples", "gpus": "gpus", "step_s_mean": "mean_step_s",
+    "rollout_idle_frac_mean": "rollout_idle_frac_mean", "tail_ratio_max": "tail_ratio_worst",
+    "dp_imbalance_mean": "dp_imbalance_mean", "filter_waste_share": "wasted_token_frac",
+}
+
+
+def line(con, run_id: str, limits: Limits = Limits()) -> dict:
+    """The run's overview line, from run_summary and the findings."""
+    summary = run(con, get_query("run_summary"), {"run_id": run_id}, limits)
+    row = dict(zip(summary.columns, summary.rows[0])) if summary.rows else {}
+    out = {"run_id": run_id, **{k: row.get(v) for k, v in FROM_SUMMARY.items()}}
+    idle = row.get("gpu_idle_frac_mean")
+    out["gpu_idle_pct"] = None if idle is None else 100 * idle
+    severities = [f["severity"] for f in findings(con, run_id, limits)]
+    for severity in ("critical", "warn", "info"):
+        out[f"findings_{severity}"] = severities.count(severity)
+    return out
+
+
+def refresh(con, run_ids: list[str]) -> None:
+    """Recompute these runs' overview lines, in one transaction of the caller's connection."""
+    lines = [line(con, run_id) for run_id in run_ids]
+    if not lines:
+        return
+    now = datetime.now(timezone.utc).replace(tzinfo=None)
+    table = pa.Table.from_pylist([{**x, "catalog": digest(), "refreshed_at": now} for x in lines])
+    with store.transaction(con), store.registered(con, "_overview", table):
+        con.execute("DELETE FROM run_overview WHERE list_contains($ids, run_id)", {"ids": run_ids})
+        con.execute("INSERT INTO run_overview BY NAME SELECT * FROM _overview")
+
+
+def stale(con) -> list[str]:
+    """Runs without an overview line computed by the current catalog."""
+    return [r[0] for r in con.execute(
+        "SELECT r.run_id FROM runs r LEFT JOIN run_overview o USING (run_id) "
+        "WHERE o.catalog IS DISTINCT FROM $digest ORDER BY r.run_id", {"digest": digest()}).fetchall()]

@@ -1,0 +1,107 @@
+"""The runs overview: each run's line equals what its own pages say, kept current by every writer."""
+from __future__ import annotations
+
+import math
+import shutil
+
+import pytest
+
+from polytrace import store
+from polytrace.cli import main
+from polytrace.queries import overview
+from polytrace.queries.catalog import get_query
+from polytrace.queries.findings import findings
+from polytrace.queries.runner import run
+from polytrace.store.runs import delete_run, row_counts
+from tests.goldens import load_case
+from tests.test_findings import REAL
+
+
+def overview_rows(con) -> dict[str, dict]:
+    answer = run(con, get_query("runs_overview"), {})
+    return {r[0]: dict(zip(answer.columns, r)) for r in answer.rows}
+
+
+def assert_line_matches_the_run(con, line: dict) -> None:
+    """The line's figures are run_summary's and its counts the findings' (what the pages show)."""
+    summary = run(con, get_query("run_summary"), {"run_id": line["run_id"]})
+    row = dict(zip(summary.columns, summary.rows[0]))
+    for column, source in overview.FROM_SUMMARY.items():
+        want, got = row[source], line[column]
+        assert want == got or (isinstance(want, float) and math.isclose(want, got, rel_tol=1e-12)), column
+    severities = [f["severity"] for f in findings(con, line["run_id"])]
+    assert (line["findings_critical"], line["findings_warn"]) == \
+        (severities.count("critical"), severities.count("warn"))
+
+
+def test_every_golden_run_has_its_line_after_a_refresh():
+    con = load_case("findings")
+    run_ids = [r[0] for r in con.execute("SELECT run_id FROM runs ORDER BY 1").fetchall()]
+    assert overview.stale(con) == run_ids
+    overview.refresh(con, run_ids)
+    assert overview.stale(con) == []
+    lines = overview_rows(con)
+    assert set(lines) == set(run_ids)
+    for line in lines.values():
+        assert_line_matches_the_run(con, line)
+    # the worst problems first: a critical and two warnings (r4, r5), then a critical and one (r3)
+    assert list(lines)[:3] == ["r4", "r5", "r3"]
+    assert lines["r4"]["findings_critical"] == 1 and lines["r2"]["findings_warn"] == 0
+
+
+def test_a_changed_catalog_makes_lines_stale_and_migrate_refreshes_them(tmp_path):
+    db = tmp_path / "o.duckdb"
+    load_case("findings", str(db)).close()
+    assert main(["migrate", "--db", str(db)]) == 0
+    con = store.open(db, "w")
+    con.execute("UPDATE run_overview SET catalog = 'older', findings_warn = 99 WHERE run_id = 'r1'")
+    assert overview.stale(con) == ["r1"]
+    con.close()
+    assert main(["migrate", "--db", str(db)]) == 0
+    con = store.open(db, "r")
+    try:
+        assert overview_rows(con)["r1"]["findings_warn"] == 4
+    finally:
+        con.close()
+
+
+def test_the_line_is_no_ingested_row_and_goes_with_its_run(tmp_path):
+    con = load_case("findings")
+    overview.refresh(con, ["r4"])
+    assert "run_overview" not in row_counts(con, "r4")
+    assert delete_run(con, "r4")
+    assert con.execute("SELECT count(*) FROM run_overview WHERE run_id = 'r4'").fetchall() == [(0,)]
+
+
+@pytest.mark.shared_data
+def test_every_shared_run_line_equals_its_pages(shared_data, tmp_path, capsys):
+    db, lake = tmp_path / "real.duckdb", tmp_path / "lake"
+    for path, facts, _ in REAL.values():
+        args = ["ingest", str(shared_data / path), "--db", str(db)]
+        if "max_response_len" in facts:
+            args += ["--max-response-len", str(facts["max_response_len"])]
+        assert main(args) == 0
+    dapo = REAL["DAPO"][0]
+    assert main(["ingest", str(shared_data / dapo), "--lake", str(lake)]) == 0
+    capsys.readouterr()
+    con = store.open(db, "r")
+    try:
+        lines = overview_rows(con)
+        assert len(lines) == len(REAL)
+        for line in lines.values():
+            assert_line_matches_the_run(con, line)
+        by_name = {line["name"]: line for line in lines.values()}
+        collapsing = by_name["qwen3-4b-agent-run-i80f2v90.output.log"]
+        assert collapsing["findings_critical"] == 1 and list(lines)[0] == collapsing["run_id"]
+    finally:
+        con.close()
+    # the lake carries the same line for the run it holds
+    from polytrace.store.lake import open_lake
+
+    over_lake = open_lake(lake)
+    try:
+        (line,) = overview_rows(over_lake).values()
+        assert (line["samples"], line["findings_warn"]) == (4608, 2)
+    finally:
+        over_lake.close()
+    shutil.rmtree(lake)
