@@ -8,6 +8,7 @@ from polytrace.ingest.contract import IngestError
 from polytrace.ingest.load import ingest_paths
 from polytrace.store.aggregates import materialize
 from polytrace.store.aggregates import names as aggregate_names
+from polytrace.store.migrate import SCHEMA_VERSION
 from polytrace.store.runs import data_tables, delete_run
 
 PACKED = (
@@ -53,9 +54,9 @@ def test_aggregate_tables_belong_to_the_run(con, packed):
     assert set(aggregate_names()) <= set(data_tables(con))
     run_id = ingest_paths(con, [packed]).run_id
     assert aggregate_rows(con) == {"step_lengths": 2, "step_rank_lengths": 3,
-                                   "step_length_bins": 5, "step_turns": 0, "run_ranks": 1}
+                                   "step_length_bins": 5, "step_turns": 0, "step_ranks": 3}
     # ranks 0 and 4: stride 4 (= tp), so the job spans ranks 0..7 -> 8 GPUs
-    assert con.execute("SELECT ranks, gpus_from_ranks FROM run_ranks").fetchone() == (2, 8)
+    assert con.execute("SELECT count(DISTINCT rank), max(rank) FROM step_ranks").fetchone() == (2, 4)
     assert delete_run(con, run_id)
     assert aggregate_rows(con) == dict.fromkeys(aggregate_names(), 0)
 
@@ -85,7 +86,7 @@ def test_a_writer_upgrades_a_database_written_before_the_schema_version(db_path,
         con.execute(f"DELETE FROM {table}")
     con.execute("DROP TABLE store_meta")
     con.close()
-    with pytest.raises(store.StoreError, match=r"older PolyTrace \(schema 1, this one reads 2\); "
+    with pytest.raises(store.StoreError, match=rf"older PolyTrace \(schema 1, this one reads {SCHEMA_VERSION}\); "
                                                r"upgrade it with `polytrace migrate --db .*test.duckdb`"):
         store.open(db_path, "r")
     con = store.open(db_path, "w")
@@ -93,7 +94,7 @@ def test_a_writer_upgrades_a_database_written_before_the_schema_version(db_path,
         assert aggregate_rows(con)["step_lengths"] == 2
         assert con.execute("SELECT count(*) FROM step_rank_lengths WHERE run_id = ?",
                            [run_id]).fetchone()[0] == 3
-        assert dict(con.execute("SELECT * FROM store_meta").fetchall())["schema_version"] == "2"
+        assert dict(con.execute("SELECT * FROM store_meta").fetchall())["schema_version"] == str(SCHEMA_VERSION)
     finally:
         con.close()
     store.open(db_path, "r").close()  # current now: readers open it

@@ -4,4 +4,4 @@
 -- neither is known. whatif and whatif_savings let a gpus parameter override it.
 -- @column gpus BIGINT fmt=count  GPUs in the job.
 SELECT coalesce((SELECT n_gpus FROM runs WHERE run_id = $run_id),
-                (SELECT gpus_from_ranks FROM run_ranks WHERE run_id = $run_id)) AS gpus
+                (SELECT gpus_from_ranks FROM run_ranks)) AS gpus
