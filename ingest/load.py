@@ -20,13 +20,25 @@ from polytrace.ingest.parsing import now, parse_input
 from polytrace.ingest.run_facts import RUN_COLUMNS
 from polytrace.ingest.sources import Source, Spool
 from polytrace.store.aggregates import materialize
-from polytrace.store.runs import data_tables, row_counts
+from polytrace.store.runs import RUN_ID, data_tables, row_counts
 
 # Parsed Arrow data held before it is inserted: bounds ingest memory on runs of any size.
 FLUSH_BYTES = 256 * 1024**2
 # Below this many input bytes, starting parse workers costs more than it saves.
 PARALLEL_MIN_BYTES = 32 * 1024**2
 Progress = Callable[[int, int, str], None]
+# How the operating system words ENOSPC in the errors DuckDB passes on.
+NO_SPACE = "No space left on device"
+# A DuckDB file starts with its header: the main block and two database headers of 4 KiB.
+DUCKDB_HEADER_BYTES = 3 * 4096
+
+
+class RunConflict(IngestError):
+    """The input is a run this database already holds under its id with other content."""
+
+
+class DiskFull(IngestError):
+    """The database's disk filled up during the ingest; nothing was written."""
 
 
 @dataclass
@@ -75,6 +87,7 @@ def ingest_paths(
     run_overrides: dict | None = None,
     names: Mapping[Path, str] | None = None,
     option_words: Callable[[str], str] = cli_flag,
+    trusted: bool = True,
 ) -> IngestResult:
     """Ingest files (or directories of files, or archives) as one run; a Parquet lake restores
     each of its runs.
@@ -83,16 +96,20 @@ def ingest_paths(
     not carry; what the input says wins. `names` gives the names the user knows inputs by
     (a path given, or a file below a directory given; default: the path as given), and
     `option_words` how hints name an ingest option (default: the CLI flag); both shape
-    the `ingests` log and the errors.
+    the `ingests` log and the errors. `trusted=False` (an upload from anyone) restores a
+    Parquet lake only as what its bytes are (see `_restore`).
 
-    Raises IngestError; then no data table changed and a `failed` row per input records
-    the attempt in `ingests`.
+    Raises IngestError (RunConflict, DiskFull); then no data table changed and a `failed`
+    row per input records the attempt in `ingests` (when the disk has room for it).
     """
     started = now()
     names = names or {}
     files: list[InputFile] = []
     try:
         with collected(paths, format, names) as files:
+            if any(f.path.is_dir() for f in files):  # a container of whole runs (a Parquet lake)
+                _parse_all(files, progress)
+                return _restore(con, files, name, trusted)
             digest = run_digest(files)
             if not force:
                 existing = con.execute(
@@ -101,9 +118,6 @@ def ingest_paths(
                 if existing:
                     return IngestResult(existing[0], existing[1], row_counts(con, existing[0]),
                                         existing=True)
-            if any(f.path.is_dir() for f in files):  # a container of whole runs (a Parquet lake)
-                _parse_all(files, progress)
-                return _restore(con, files, name)
             run_id = new_run_id(con, digest)
             return write_run(con, run_id, digest, files, name or default_name(paths, names), progress,
                              checked_overrides(run_overrides))
@@ -112,9 +126,53 @@ def ingest_paths(
                      e.worded(option_words), started)
         raise
     except duckdb.Error as e:
-        msg = f"database rejected the data: {str(e).splitlines()[0]}"
+        cause = root_cause(e)
+        if NO_SPACE in cause:
+            _reclaim(con)
+            msg = f"no space left for the database: {cause}"
+            _log_failure(con, files, msg, started)
+            raise DiskFull(None, msg) from None
+        msg = f"database rejected the data: {cause}"
         _log_failure(con, files, msg, started)
         raise IngestError(None, msg) from None
+
+
+def root_cause(e: BaseException) -> str:
+    """The first line of the error that started a chain of DuckDB errors: once a statement
+    fails inside a transaction, every later one (an unregister, say) only says that the
+    transaction is aborted."""
+    first = e
+    while isinstance(first.__context__, duckdb.Error):
+        first = first.__context__
+    return str(first).splitlines()[0]
+
+
+def _reclaim(con) -> None:
+    """After a disk-full rollback, move the write-ahead log into the blocks the failed
+    ingest left free in the database file, so that the next small write has room on disk.
+
+    A checkpoint that runs out of room itself invalidates the database until a restart, so
+    it runs only when the file holds, on disk, two free blocks besides one for each table
+    with rows and room for the log twice over.
+    """
+    try:
+        con.execute("ROLLBACK")
+    except duckdb.Error:
+        pass  # rolled back already
+    try:
+        _, _, block, total, _, free, *_ = con.execute("PRAGMA database_size").fetchone()
+        (path,) = con.execute("SELECT path FROM duckdb_databases() "
+                              "WHERE database_name = current_database()").fetchone()
+        wal = Path(f"{path}.wal")
+        # blocks past the end of the file were counted but never reached the disk
+        on_disk = (Path(path).stat().st_size - DUCKDB_HEADER_BYTES) // block
+        free_on_disk = free - max(0, total - on_disk)
+        tables = con.execute("SELECT count(*) FROM duckdb_tables() WHERE estimated_size > 0").fetchone()[0]
+        wal_blocks = -(-wal.stat().st_size // block) if wal.exists() else 0
+        if wal_blocks and free_on_disk >= 2 + tables + 2 * wal_blocks:
+            con.execute("CHECKPOINT")
+    except (duckdb.Error, OSError, TypeError):
+        pass  # then the next write says whether there is room
 
 
 @contextmanager
@@ -341,11 +399,16 @@ def _insert(con, table: str, run_id: str, data: pa.Table) -> None:
         con.execute(f'INSERT INTO "{table}" BY NAME SELECT *, ? AS run_id FROM _incoming', [run_id])
 
 
-def _restore(con, files: list[InputFile], name: str | None) -> IngestResult:
-    """Put back the whole runs a Parquet lake carries: same ids, rows and ingest history.
+def _restore(con, files: list[InputFile], name: str | None, trusted: bool) -> IngestResult:
+    """Put back the whole runs a Parquet lake carries: same ids and rows.
 
     A run whose id is already here with the same content is left alone; one with other
-    content is a conflict. The new runs land in one transaction.
+    content is a RunConflict. The new runs land in one transaction. A trusted lake (one
+    the user ingests from their own disk) keeps its digests and its ingest history. An
+    untrusted one (an upload) is restored only as what its bytes are: each run's digest is
+    computed from its partition files, never read from its `runs` row (anyone can write
+    the digest of someone else's trace there, and uploads deduplicate on it), and the
+    origin's ingest history, which nothing here can check, stays behind.
     """
     if len(files) != 1:
         raise IngestError(None, "ingest a Parquet lake on its own, not together with other inputs")
@@ -353,14 +416,19 @@ def _restore(con, files: list[InputFile], name: str | None) -> IngestResult:
         raise IngestError(None, "a run name does not apply to a Parquet lake: restored runs keep "
                                 "their names", Hint("name", "drop {option}"))
     f = files[0]
-    fresh = _restorable(con, f)
-    known = {"runs", "ingests", *data_tables(con)}
-    skipped = sorted(set(f.parsed.tables) - known)
+    for run in f.parsed.runs:
+        if not RUN_ID.match(run["run_id"]):
+            raise IngestError(f.label, f"run id {run['run_id'][:80]!r} is not a valid run id (a letter "
+                                       "or digit, then letters, digits, '_', '.' or '-'; 64 at most)")
+    digests = {r["run_id"]: r.get("sha256") for r in f.parsed.runs} if trusted else lake_digests(f.path)
+    fresh = _restorable(con, f, digests)
+    known = {"runs", *data_tables(con), *(("ingests",) if trusted else ())}
+    skipped = sorted(set(f.parsed.tables) - known - {"ingests"})
     warnings = [*f.parsed.warnings, *(f"table {t} is unknown to this version; skipped"
                                       for t in skipped)]
     if fresh:
         tables = {t: data for t, data in f.parsed.tables.items() if t in known}
-        _insert_runs(con, tables, fresh, f, "; ".join(warnings) or None)
+        _insert_runs(con, tables, {r: digests[r] for r in fresh}, f, "; ".join(warnings) or None)
     run_ids = [r["run_id"] for r in f.parsed.runs]
     rows: Counter = Counter()
     for run_id in run_ids:
@@ -369,20 +437,34 @@ def _restore(con, files: list[InputFile], name: str | None) -> IngestResult:
                         warnings=warnings, run_ids=run_ids)
 
 
-def _restorable(con, f: InputFile) -> list[str]:
-    """The lake's runs that are not here yet; a run id here with other content is a conflict."""
+def lake_digests(root: Path) -> dict[str, str]:
+    """Each run of a lake -> the digest of its partitions' files, paths and bytes: what the
+    run is, whatever its `runs` row says."""
+    lines: dict[str, list[str]] = {}
+    for s in sources.expand([root], {}):
+        rel = s.path.relative_to(root)
+        run = next((p.partition("=")[2] for p in rel.parts if p.startswith("run_id=")), None)
+        if run is not None:
+            lines.setdefault(run, []).append(f"{rel.as_posix()}\0{sources.sha256_file(s.path)}\n")
+    return {run: hashlib.sha256("".join(sorted(ls)).encode()).hexdigest() for run, ls in lines.items()}
+
+
+def _restorable(con, f: InputFile, digests: dict[str, str | None]) -> list[str]:
+    """The lake's runs that are not here yet; a run id here with another digest is a conflict."""
     fresh = []
     for run in f.parsed.runs:
         here = con.execute("SELECT sha256 FROM runs WHERE run_id = ?", [run["run_id"]]).fetchall()
         if not here:
             fresh.append(run["run_id"])
-        elif here[0][0] != run.get("sha256"):
-            raise IngestError(f.label, f"run {run['run_id']} already exists here with different content")
+        elif here[0][0] != digests[run["run_id"]]:
+            raise RunConflict(f.label, f"run {run['run_id']} already exists here with different content")
     return fresh
 
 
-def _insert_runs(con, tables: dict, run_ids: list[str], f: InputFile, note: str | None) -> None:
-    """These runs' rows of every table, their aggregates and a log row, in one transaction."""
+def _insert_runs(con, tables: dict, digests: dict[str, str | None], f: InputFile, note: str | None) -> None:
+    """These runs' rows of every table with their digests, their aggregates and a log row,
+    in one transaction."""
+    run_ids = list(digests)
     views = {table: f"_lake_{i}" for i, table in enumerate(tables)}
     with ExitStack() as stack:
         for table, view in views.items():
@@ -391,6 +473,8 @@ def _insert_runs(con, tables: dict, run_ids: list[str], f: InputFile, note: str 
             for table, view in views.items():
                 con.execute(f'INSERT INTO "{table}" BY NAME SELECT * FROM {view} '
                             "WHERE run_id IN (SELECT unnest($run_ids))", {"run_ids": run_ids})
+            con.executemany("UPDATE runs SET sha256 = ? WHERE run_id = ?",
+                            [[digest, run_id] for run_id, digest in digests.items()])
             for run_id in run_ids:
                 materialize(con, run_id)
                 rows = sum(row_counts(con, run_id).values())
@@ -417,9 +501,14 @@ def _log_many(con, entries: list[tuple]) -> None:
 
 
 def _log_failure(con, files: list[InputFile], reason: str, started: datetime) -> None:
+    """Record a failed attempt; the caller raises the reason, even when the log cannot be
+    written (a full disk)."""
     try:
         con.execute("ROLLBACK")
     except duckdb.Error:
         pass
-    _log_many(con, [(f, None, "failed", reason, 0, started)
-                    for f in files or [InputFile(Source(Path("?"), "?", Path("?")))]])
+    try:
+        _log_many(con, [(f, None, "failed", reason, 0, started)
+                        for f in files or [InputFile(Source(Path("?"), "?", Path("?")))]])
+    except duckdb.Error:
+        pass

@@ -31,6 +31,9 @@ class Settings(BaseSettings):
     port: int = Field(8000, ge=0, le=65535)
     # Sizes take a number of bytes or a unit: 2GiB, 512MB.
     max_upload_bytes: ByteSize = Field(ByteSize(2 * 1024**3), gt=0)
+    # Seconds an upload's whole body may take to arrive (a client trickling bytes holds a
+    # connection and a temporary folder); past it the server answers 408.
+    upload_timeout_s: float = Field(600, gt=0)
     query_timeout_ms: int = Field(10_000, gt=0)
     row_cap: int = Field(100_000, gt=0)
     # Rows of recent query answers kept in memory (emptied by every upload and delete); 0 is off.
@@ -44,8 +47,12 @@ class Settings(BaseSettings):
     allowed_hosts: Annotated[list[str], NoDecode] = []
     # Parse worker processes for a multi-file ingest (default: one per core; 1 parses in-process).
     parse_jobs: int | None = Field(None, ge=1)
-    # Largest decompressed size accepted from one compressed file or archive member.
-    max_inflate_bytes: ByteSize = Field(ByteSize(8 * 1024**3), gt=0)
+    # Largest decompressed size accepted from one compressed file or archive (all its members).
+    # Parsing streams in batches, so memory no longer grows with it; what still does is parse
+    # time, archive spool disk, and the parsed rows of one input that load holds until it
+    # inserts them (JSON lines can parse to more Arrow bytes than they take): 2 GiB, what an
+    # upload of plain files may hold (max_upload_bytes), admits every real trace seen so far.
+    max_inflate_bytes: ByteSize = Field(ByteSize(2 * 1024**3), gt=0)
     # A directory of a site's own .sql queries in the catalog's format.
     extra_queries: Path | None = None
 

@@ -17,6 +17,7 @@ from polytrace.server.db import Database
 from polytrace.server.responses import Json
 from polytrace.server.routers import api, pages
 from polytrace.server.security import HostCheck, SecurityHeaders, csrf_token
+from polytrace.server.uploads import remove_stale
 from polytrace.settings import Settings
 
 VERSION = "0.1.0"
@@ -25,6 +26,7 @@ VERSION = "0.1.0"
 def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or polytrace_settings.get()
     db = Database(settings.db, cache_rows=settings.result_cache_rows, lake=settings.lake)
+    remove_stale()  # the temporary folders of uploads a killed server was receiving
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):

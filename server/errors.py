@@ -3,11 +3,14 @@ from __future__ import annotations
 
 import logging
 
+import duckdb
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from polytrace.ingest.load import NO_SPACE, root_cause
 
 log = logging.getLogger("polytrace.server")
 
@@ -51,6 +54,16 @@ def install(app: FastAPI) -> None:
     @app.exception_handler(RequestValidationError)
     async def _validation_error(request: Request, exc: RequestValidationError):
         return error_response(422, _validation_message(exc))
+
+    @app.exception_handler(duckdb.Error)
+    async def _database_error(request: Request, exc: duckdb.Error):
+        cause = root_cause(exc)
+        if NO_SPACE in cause:
+            return error_response(507, f"no space left for the database: {cause}")
+        if isinstance(exc, duckdb.FatalException):
+            log.error("database invalidated on %s %s: %s", request.method, request.url.path, cause)
+            return error_response(503, f"the database must be reopened (restart the server): {cause}")
+        return await _bug(request, exc)
 
     @app.exception_handler(Exception)
     async def _bug(request: Request, exc: Exception):

@@ -1,7 +1,9 @@
 """HTTP responses for a query Answer: JSON (non-finite floats as null), CSV and Parquet."""
 from __future__ import annotations
 
+import re
 from typing import Any
+from urllib.parse import quote
 
 import msgspec
 from fastapi.responses import JSONResponse
@@ -52,8 +54,15 @@ def negotiate(accept: str | None) -> str:
     return min(offers)[2] if offers else "json"
 
 
+def attachment(filename: str) -> dict[str, str]:
+    """A download's Content-Disposition for any name (a run id or query name of HTML or emoji
+    included): an ASCII stand-in, and the name itself percent-encoded (RFC 6266)."""
+    plain = re.sub(r"[^A-Za-z0-9._-]", "_", filename)
+    return {"Content-Disposition": f"attachment; filename=\"{plain}\"; filename*=UTF-8''{quote(filename, safe='')}"}
+
+
 def _disposition(name: str, fmt: str) -> dict[str, str]:
-    return {"Content-Disposition": f'attachment; filename="{name}.{fmt}"'}
+    return attachment(f"{name}.{fmt}")
 
 
 def _truncated_header(truncated: bool) -> dict[str, str]:

@@ -1,7 +1,10 @@
-"""Receiving uploads: multipart files streamed to a temporary directory, under a byte limit."""
+"""Receiving uploads: multipart files streamed to a temporary directory, under a byte limit and
+a time limit; folders a killed server left behind are removed at the next start."""
 from __future__ import annotations
 
 import errno
+import fcntl
+import os
 import shutil
 import tempfile
 from dataclasses import dataclass, field
@@ -21,19 +24,42 @@ FILES = "files"
 TEXT_FIELDS = ("name", "format", *GIVEN_RUN_FACTS)
 MAX_FILES = 10_000
 MAX_TEXT_BYTES = 4096
+# Folders in one file's name: deeper trees are not traces, and path handling recurses on them.
+MAX_FOLDERS = 64
+UPLOAD_PREFIX = "polytrace-upload-"
 # Hand the parser (and its disk writes) to a worker thread in slices this big.
 FLUSH_BYTES = 1 << 20
 
 
 @dataclass
 class Upload:
-    """The uploaded files on disk, named as the client named them, and the text fields."""
+    """The uploaded files on disk, named as the client named them, and the text fields.
+
+    Its temporary folder stays locked (flock) while the upload lives: a folder nobody locks
+    is one a killed server left behind (remove_stale).
+    """
 
     root: Path
+    lock: int
     files: list[Path] = field(default_factory=list)
     client_names: list[str] = field(default_factory=list)
     fields: dict[str, str] = field(default_factory=dict)
     folder_name: str = FILES
+
+    @classmethod
+    def new(cls) -> Upload:
+        for _ in range(3):
+            root = Path(tempfile.mkdtemp(prefix=UPLOAD_PREFIX))
+            lock = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                # a server starting at this moment may have taken it for a stale one
+                if os.path.samestat(os.fstat(lock), os.stat(root)):
+                    return cls(root, lock)
+            except FileNotFoundError:
+                pass
+            os.close(lock)
+        raise OSError(errno.EAGAIN, "temporary upload folders keep disappearing")
 
     @property
     def folder(self) -> Path:
@@ -41,16 +67,16 @@ class Upload:
         return self.root / self.folder_name
 
     @property
-    def base(self) -> Path:
-        """The directory the client's file names are relative to."""
-        return self.root / self.folder_name.split("/")[0]
+    def dropped_folder(self) -> str | None:
+        """The folder every file came from (a folder dropped on the page), if they all did."""
+        tops = {PurePosixPath(n).parts[0] for n in self.client_names}
+        return tops.pop() if len(tops) == 1 and all("/" in n for n in self.client_names) else None
 
     def name_folder(self) -> None:
-        """Give several files the directory a run is named after: the browser's directory when
+        """Give several files the directory a run is named after: the dropped folder when
         every file came from one, else `first (+N)`."""
-        tops = {PurePosixPath(n).parts[0] for n in self.client_names}
-        if len(tops) == 1 and all("/" in n for n in self.client_names):
-            self.folder_name = f"{self.folder_name}/{tops.pop()}"
+        if self.dropped_folder:
+            self.folder_name = f"{self.folder_name}/{self.dropped_folder}"
             return
         new = safe_relative(f"{self.client_names[0]} (+{len(self.client_names) - 1})", 0).name
         (self.root / self.folder_name).rename(self.root / new)
@@ -59,6 +85,29 @@ class Upload:
 
     def discard(self) -> None:
         shutil.rmtree(self.root, ignore_errors=True)
+        os.close(self.lock)
+
+
+def remove_stale(tmp: str | None = None) -> int:
+    """Remove the upload folders no live upload holds (a killed server's); returns how many.
+    Another server's uploads in progress hold their locks and are left alone."""
+    removed = 0
+    for root in Path(tmp or tempfile.gettempdir()).glob(f"{UPLOAD_PREFIX}*"):
+        try:
+            lock = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+        except OSError:
+            continue
+        try:
+            if os.fstat(lock).st_uid != os.getuid():
+                continue
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            shutil.rmtree(root, ignore_errors=True)
+            removed += 1
+        except OSError:
+            continue  # locked: an upload in progress
+        finally:
+            os.close(lock)
+    return removed
 
 
 def too_large(limit: int, size: int | None = None) -> ApiError:
@@ -73,6 +122,9 @@ def safe_relative(name: str, index: int) -> PurePosixPath:
     parts = ["".join(c for c in p if c.isprintable()).encode()[:200].decode("utf-8", "ignore")
              for p in parts]
     parts = [p for p in parts if p]
+    if len(parts) - 1 > MAX_FOLDERS:
+        raise ApiError(422, f"parameter 'file': a name starting {name[:40]!r} is nested in "
+                            f"{len(parts) - 1} folders (at most {MAX_FOLDERS})")
     return PurePosixPath(*parts) if parts else PurePosixPath(f"upload-{index}")
 
 
@@ -128,8 +180,11 @@ class _Receiver:
         rel = safe_relative(client_name, len(files))
         path = self.upload.root / FILES / rel
         try:
+            # two parts of one name would leave one file: the run would silently lack the other
+            if path.is_file():
+                raise ApiError(422, f"parameter 'file': two files are named {str(rel)!r}")
             if path.exists() or any(p.is_file() for p in path.parents):
-                path = self.upload.root / FILES / f"duplicate-{len(files)}" / rel.name
+                raise ApiError(422, f"parameter 'file': {str(rel)!r} names both a file and a folder")
             path.parent.mkdir(parents=True, exist_ok=True)
             self.out = open(path, "wb")
         except OSError as e:
@@ -177,26 +232,28 @@ def _declared_length(request: Request) -> int | None:
         return None
 
 
-async def receive(request: Request, limit: int) -> Upload:
-    """Stream the request body to disk, failing with 413 as soon as it passes `limit` bytes."""
+async def receive(request: Request, limit: int, timeout_s: float) -> Upload:
+    """Stream the request body to disk, failing with 413 as soon as it passes `limit` bytes
+    and with 408 when it has not all arrived after `timeout_s` seconds."""
     boundary = _boundary(request)
     declared = _declared_length(request)
     if declared is not None and declared > limit:
         raise too_large(limit, declared)
-    upload = Upload(Path(tempfile.mkdtemp(prefix="polytrace-upload-")))
+    upload = Upload.new()
     receiver = _Receiver(upload)
     try:
         parser = MultipartParser(boundary, receiver.callbacks())
-        seen, pending = 0, bytearray()
-        async for chunk in request.stream():
-            seen += len(chunk)
-            if seen > limit:
-                raise too_large(limit)
-            pending += chunk
-            if len(pending) >= FLUSH_BYTES:
-                await anyio.to_thread.run_sync(parser.write, bytes(pending))
-                pending.clear()
-        await anyio.to_thread.run_sync(parser.write, bytes(pending))
+        with anyio.fail_after(timeout_s):
+            seen, pending = 0, bytearray()
+            async for chunk in request.stream():
+                seen += len(chunk)
+                if seen > limit:
+                    raise too_large(limit)
+                pending += chunk
+                if len(pending) >= FLUSH_BYTES:
+                    await anyio.to_thread.run_sync(parser.write, bytes(pending))
+                    pending.clear()
+            await anyio.to_thread.run_sync(parser.write, bytes(pending))
         parser.finalize()
         if receiver.out is not None or receiver.text is not None:
             raise ApiError(400, "multipart body ends in the middle of a part")
@@ -207,6 +264,9 @@ async def receive(request: Request, limit: int) -> Upload:
             raise ApiError(400, f"malformed multipart body: {e}") from None
         if isinstance(e, ClientDisconnect):
             raise ApiError(400, "client disconnected during the upload") from None
+        if isinstance(e, TimeoutError):
+            raise ApiError(408, f"the upload did not arrive within {timeout_s:g} s "
+                                "(POLYTRACE_UPLOAD_TIMEOUT_S)") from None
         if isinstance(e, OSError) and e.errno == errno.ENOSPC:
             raise ApiError(507, "no disk space left on the server for this upload") from None
         raise

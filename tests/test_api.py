@@ -518,9 +518,11 @@ def test_settings_come_from_the_environment(monkeypatch):
     monkeypatch.setenv("POLYTRACE_CORS_ORIGINS", "http://a.example, http://b.example")
     monkeypatch.setenv("POLYTRACE_TOKEN", "")
     monkeypatch.setenv("POLYTRACE_QUERY_TIMEOUT_MS", "1234")
+    assert Settings().upload_timeout_s == 600
+    monkeypatch.setenv("POLYTRACE_UPLOAD_TIMEOUT_S", "2.5")
     s = Settings()
     assert s.cors_origins == ["http://a.example", "http://b.example"]
-    assert s.token is None and s.query_timeout_ms == 1234
+    assert s.token is None and s.query_timeout_ms == 1234 and s.upload_timeout_s == 2.5
     assert s.exposure_warning() is None  # loopback
     assert "POLYTRACE_TOKEN" in Settings(host="0.0.0.0").exposure_warning()
     assert Settings(host="0.0.0.0", token="t").exposure_warning() is None
@@ -569,7 +571,7 @@ def test_whatif_simulates_a_run_on_demand(make_server):
     rows = {r[0]: dict(zip(savings["columns"], r)) for r in savings["rows"]}
     assert set(rows) == set(policies)
     assert rows["as-recorded"]["run_gpu_hours_saved"] == 0 and rows["as-recorded"]["steps"] == 3
-    assert rows["length-balanced"]["dispatch"] == "length-balanced (oracle bound)"
+    assert rows["length-balanced"]["dispatch"] == "length-balanced (perfect-knowledge bound)"
     assert rows["length-balanced"]["saved_s"] >= 0  # the oracle is never slower
     # Simulating again replaces the results instead of adding to them.
     again = httpx.post(url, headers={"Authorization": "Bearer s3cret"}, timeout=60).json()

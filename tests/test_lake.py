@@ -227,3 +227,36 @@ def test_damaged_lake_is_one_line_and_stores_nothing(tmp_path, capsys, damage, r
     assert con.execute("SELECT count(*) FROM runs").fetchone()[0] == 0
     assert con.execute("SELECT count(*) FROM samples").fetchone()[0] == 0
     assert con.execute("SELECT status FROM ingests").fetchall() == [("failed",)]
+
+
+def test_an_untrusted_lake_is_restored_as_its_bytes_are(tmp_path):
+    """An upload's lake: its digests are computed from its files, its claimed history stays behind."""
+    from polytrace.ingest.load import RunConflict, lake_digests
+
+    origin = _tiny_db(tmp_path / "a.duckdb")
+    origin.execute("INSERT INTO ingests (run_id, file_name, sha256, status) VALUES ('0001', 'x.jsonl', 'abc', 'ok')")
+    export_runs(origin, ["0001"], tmp_path / "lake")
+    origin.close()
+    con = store.open(tmp_path / "b.duckdb")
+    result = ingest_paths(con, [tmp_path / "lake"], trusted=False)
+    assert (result.run_ids, result.existing) == (["0001"], False)
+    digest = lake_digests(tmp_path / "lake")["0001"]
+    assert con.execute("SELECT sha256 FROM runs").fetchall() == [(digest,)] != [("abc",)]
+    assert con.execute("SELECT file_name, status FROM ingests").fetchall() == [(str(tmp_path / "lake"), "ok")]
+    assert ingest_paths(con, [tmp_path / "lake"], trusted=False).existing  # the same bytes again
+    # the trusted lake (the user's own, from the CLI) claims digest 'abc': a different run here
+    with pytest.raises(RunConflict, match="run 0001 already exists here with different content"):
+        ingest_paths(con, [tmp_path / "lake"])
+    assert con.execute("SELECT count(*) FROM samples").fetchone()[0] == 4
+    con.close()
+
+
+def test_a_lake_run_id_must_be_a_run_id(tmp_path):
+    export_runs(_tiny_db(tmp_path / "a.duckdb"), ["0001"], tmp_path / "lake")
+    for table in (tmp_path / "lake").iterdir():
+        (table / "run_id=0001").rename(table / "run_id=-bad")
+    con = store.open(tmp_path / "b.duckdb")
+    with pytest.raises(IngestError, match="run id '-bad' is not a valid run id"):
+        ingest_paths(con, [tmp_path / "lake"])
+    assert con.execute("SELECT count(*) FROM runs").fetchone()[0] == 0
+    con.close()

@@ -8,13 +8,14 @@ from functools import partial
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Request
+from fastapi import Path as PathParam
 from fastapi import Query as QueryParam
 from fastapi.concurrency import run_in_threadpool
 from pydantic import BaseModel
 
 from polytrace.ingest import registry
 from polytrace.ingest.contract import IngestError
-from polytrace.ingest.load import IngestResult, ingest_paths
+from polytrace.ingest.load import DiskFull, IngestResult, RunConflict, ingest_paths
 from polytrace.ingest.run_facts import GIVEN_RUN_FACTS
 from polytrace.queries import display, render
 from polytrace.queries.findings import collect, finding_queries
@@ -32,7 +33,7 @@ from polytrace.server.responses import (
 )
 from polytrace.server.uploads import FILE_FIELD, Upload, receive
 from polytrace.settings import Settings
-from polytrace.store.runs import delete_run, exists, row_counts
+from polytrace.store.runs import RUN_ID, delete_run, exists, row_counts
 
 FormatParam = Annotated[
     Literal["json", "csv", "parquet"] | None,
@@ -40,6 +41,7 @@ FormatParam = Annotated[
 ]
 _INT_RANGE = {"INTEGER": (-(2**31), 2**31 - 1), "BIGINT": (-(2**63), 2**63 - 1)}
 _PY_TYPES = {"INTEGER": int, "BIGINT": int, "DOUBLE": float, "BOOLEAN": bool}
+RunIdPath = Annotated[str, PathParam(pattern=RUN_ID.pattern, description="A run id, as /api/runs lists it.")]
 # Display parameters (Datasette's `_` style): shape the JSON rows for a chart, never the query.
 DISPLAY_PARAMS = {
     "_points": ("At most this many x values (steps): longer series are bucketed, each point "
@@ -123,16 +125,17 @@ def build_router() -> APIRouter:
                          status_code=201, dependencies=[WriterDep], response_model=Uploaded,
                          summary="Upload trace files as one run", openapi_extra=_upload_body(),
                          responses={200: {"model": Uploaded, "description": "Already ingested"},
-                                    **_errors(400, 401, 413, 415, 422)})
+                                    **_errors(400, 401, 403, 408, 409, 413, 415, 422, 507)})
     router.add_api_route("/runs/{run_id}", get_run, methods=["GET"], operation_id="get_run",
-                         response_model=RunDetail, responses=_errors(404),
+                         response_model=RunDetail, responses=_errors(404, 422),
                          summary="One run, its ingests and row counts")
     router.add_api_route("/runs/{run_id}/findings", get_findings, methods=["GET"],
                          operation_id="get_findings", response_model=Findings, responses=_errors(404, 504),
                          summary="What the run's numbers say: one sentence each, with the query that proves it")
     router.add_api_route("/runs/{run_id}", remove_run, methods=["DELETE"], operation_id="delete_run",
                          dependencies=[WriterDep], response_model=Deleted,
-                         responses=_errors(401, 404), summary="Delete a run and all its rows")
+                         responses=_errors(401, 403, 404, 422, 507),
+                         summary="Delete a run and all its rows, its ingest log included")
     router.add_api_route("/runs/{run_id}/whatif", simulate_run, methods=["POST"],
                          operation_id="simulate_run", dependencies=[WriterDep],
                          response_model=Simulated, responses=_errors(401, 404, 409),
@@ -182,7 +185,7 @@ def _run_detail(run_id: str, cur) -> dict | None:
     return {"ok": True, "run": run, "ingests": ingests, "rows": row_counts(cur, run_id)}
 
 
-async def get_run(run_id: str, db: DbDep, settings: SettingsDep) -> dict:
+async def get_run(run_id: RunIdPath, db: DbDep, settings: SettingsDep) -> dict:
     detail = await run_in_threadpool(db.read, partial(_run_detail, run_id), settings.query_timeout_ms,
                                      f"run {run_id!r}")
     if detail is None:
@@ -205,36 +208,57 @@ async def get_findings(run_id: str, db: DbDep, settings: SettingsDep) -> dict:
     return {"ok": True, "findings": await run_findings(db, settings, run_id)}
 
 
-async def remove_run(run_id: str, db: DbDep) -> dict:
+async def remove_run(run_id: RunIdPath, db: DbDep) -> dict:
     if not await run_in_threadpool(db.write, partial(delete_run, run_id=run_id)):
         raise ApiError(404, f"unknown run {run_id!r}")
     return {"ok": True, "run_id": run_id}
 
 
 def _simulate(run_id: str, cur) -> dict:
-    from polytrace.workload import WorkloadError
+    """Simulate with the run's own log calibration when it timed its rollout, else the built-in grid.
+
+    As `polytrace simulate RUN --calibration log --store`: a run with a generation time
+    (timing_s/gen, or rank_stage 'gen') is fitted by workload/genfit.py, validated forward
+    (gen_forecast) and simulated on that fit. A run the fit cannot use (no lengths, a single
+    step) and a packed trace without times get the H200 replay grid, which needs per-rank
+    response lengths.
+    """
+    from polytrace.workload import WorkloadError, genfit, simulate
     from polytrace.workload.costmodel import H200_REPLAY_GRID
-    from polytrace.workload.whatif import (
-        DEFAULT_POLICIES,
-        can_simulate,
-        simulate_and_store,
-    )
+    from polytrace.workload.whatif import DEFAULT_POLICIES, can_simulate, store
 
     if not cur.execute("SELECT 1 FROM runs WHERE run_id = ?", [run_id]).fetchone():
         raise ApiError(404, f"unknown run {run_id!r}")
-    if not can_simulate(cur, run_id):
+    timed = cur.execute(
+        "SELECT 1 FROM step_metrics WHERE run_id = $run AND key = 'timing_s/gen' AND value > 0 "
+        "UNION ALL SELECT 1 FROM rank_stage WHERE run_id = $run AND stage = 'gen' AND seconds > 0 "
+        "LIMIT 1", {"run": run_id}).fetchone()
+    try:
+        cal = genfit.calibrate(cur, run_id) if timed else None
+    except WorkloadError:
+        cal = None  # too little to fit: the grid, or the 409 saying what the grid needs
+    if cal is None and not can_simulate(cur, run_id):
         raise ApiError(409, f"run {run_id!r} has no samples with a dp_rank: the simulation needs "
                             "per-rank response lengths")
+    policies = list(DEFAULT_POLICIES)
     try:
-        rows = simulate_and_store(cur, run_id, H200_REPLAY_GRID, DEFAULT_POLICIES)
+        if cal is not None and cal.kind == "step":
+            # the CLI's default for a per-step fit: as recorded, and half the response cap
+            policies = ["as-recorded", f"cap:{max(1, int(cal.steps.span) // 2)}"]
+            rows = genfit.step_whatif(cal.steps, cal.step_model, [simulate.parse_cap(policies[1])], [])
+        else:
+            model = H200_REPLAY_GRID if cal is None else cal.cost_model
+            rows = simulate.simulate(simulate.load_steps(cur, run_id), model, policies)
+        calibration = H200_REPLAY_GRID.source if cal is None else "log"
+        stored = store(cur, run_id, rows, calibration, None if cal is None else cal.forecast)
     except WorkloadError as e:
         raise ApiError(409, str(e)) from None
-    return {"ok": True, "run_id": run_id, "rows": rows, "policies": list(DEFAULT_POLICIES),
-            "calibration": H200_REPLAY_GRID.source}
+    return {"ok": True, "run_id": run_id, "rows": stored, "policies": policies, "calibration": calibration}
 
 
 async def simulate_run(run_id: str, db: DbDep) -> dict:
-    """Built-in H200 calibration; one writer at a time, like uploads."""
+    """The run's own log calibration when it has a generation time, else the built-in H200 grid;
+    one writer at a time, like uploads."""
     return await run_in_threadpool(db.write, partial(_simulate, run_id))
 
 
@@ -261,13 +285,16 @@ def _upload_body() -> dict:
 
 
 def _run_overrides(fields: dict) -> dict:
+    """The run facts given as form fields: INTEGER columns, so from 1 to 2**31 - 1."""
     out = {}
+    top = _INT_RANGE["INTEGER"][1]
     for field in GIVEN_RUN_FACTS:
         raw = (fields.get(field) or "").strip()
         if not raw:
             continue
-        if not raw.isdigit() or int(raw) < 1:
-            raise ApiError(422, f"field {field!r} must be a positive integer, got {raw!r}")
+        # isdigit() alone lets through digits int() refuses, such as '²'
+        if not (raw.isascii() and raw.isdigit()) or not 1 <= int(raw) <= top:
+            raise ApiError(422, f"field {field!r} must be an integer from 1 to {top}, got {raw[:40]!r}")
         out[field] = int(raw)
     return out
 
@@ -289,26 +316,37 @@ def _form_field(option: str) -> str:
 def _ingest_upload(upload: Upload, name: str | None, fmt: str | None, overrides: dict,
                    cur) -> IngestResult:
     """Ingest the uploaded files as one run (several files ingest like a directory); the log
-    and the errors name the files as the client named them, never by their temporary paths."""
+    and the errors name the files as the client named them, never by their temporary paths.
+    What an upload says is not trusted: a Parquet lake is restored as its bytes are."""
     target = upload.files[0] if len(upload.files) == 1 else upload.folder
     names = {upload.folder: upload.folder.name, **dict(zip(upload.files, upload.client_names))}
     try:
         return ingest_paths(cur, [target], name=name, format=fmt, run_overrides=overrides,
-                            names=names, option_words=_form_field)
+                            names=names, option_words=_form_field, trusted=False)
     except IngestError as e:
-        # no format recognised the input: unsupported content rather than bad content
-        raise ApiError(415 if e.unrecognised else 400, e.worded(_form_field)) from None
+        raise ApiError(_ingest_status(e), e.worded(_form_field)) from None
+
+
+def _ingest_status(e: IngestError) -> int:
+    if isinstance(e, RunConflict):
+        return 409
+    if isinstance(e, DiskFull):
+        return 507
+    # no format recognised the input: unsupported content rather than bad content
+    return 415 if e.unrecognised else 400
 
 
 async def upload_run(request: Request, db: DbDep, settings: SettingsDep) -> Json:
-    upload = await receive(request, settings.max_upload_bytes)
+    upload = await receive(request, settings.max_upload_bytes, settings.upload_timeout_s)
     try:
         fmt = _forced_format(upload.fields.get("format"))
         overrides = _run_overrides(upload.fields)
+        name = upload.fields.get("name") or None
         if len(upload.files) > 1:
             upload.name_folder()
-        result = await run_in_threadpool(db.write, partial(
-            _ingest_upload, upload, upload.fields.get("name") or None, fmt, overrides))
+        else:  # one file of a dropped folder: the run is the folder's
+            name = name or upload.dropped_folder
+        result = await run_in_threadpool(db.write, partial(_ingest_upload, upload, name, fmt, overrides))
     finally:
         await run_in_threadpool(upload.discard)
     body = {"ok": True, "run_id": result.run_id, "run_ids": result.run_ids, "format": result.format,
