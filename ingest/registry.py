@@ -12,10 +12,13 @@ from polytrace.ingest.formats import (
     polytrace_multiturn,
     polytrace_packed,
     polytrace_reward_timings,
+    ray_timeline,
     samples_table,
     verl_console,
     verl_jsonl,
+    verl_rollout_dump,
     wandb_csv,
+    wandb_offline,
 )
 from polytrace.ingest.sources import read_head
 
@@ -31,6 +34,9 @@ FORMATS: list[Format] = [
     verl_jsonl.FORMAT,
     wandb_csv.FORMAT,
     kineto.FORMAT,
+    verl_rollout_dump.FORMAT,
+    ray_timeline.FORMAT,
+    wandb_offline.FORMAT,
 ]
 
 

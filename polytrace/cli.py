@@ -5,6 +5,7 @@ import argparse
 import json
 import os
 import sys
+from contextlib import contextmanager
 from pathlib import Path
 
 from polytrace import default_db, store
@@ -31,6 +32,33 @@ def _progress_bar():
 
 
 def cmd_ingest(args) -> int:
+    with _tokenizer(args.tokenizer):
+        return _ingest(args)
+
+
+@contextmanager
+def _tokenizer(path: str | None):
+    """--tokenizer for the ingest: the verl rollout dump reads it from POLYTRACE_TOKENIZER, which
+    parse workers get from their caller like every POLYTRACE_* variable."""
+    from polytrace.ingest.formats.verl_rollout_dump import TOKENIZER_VARIABLE
+
+    if path is None:
+        yield
+        return
+    if not Path(path).is_file():
+        raise CliError(f"--tokenizer {path}: no such file (give a tokenizer.json)")
+    before = os.environ.get(TOKENIZER_VARIABLE)
+    os.environ[TOKENIZER_VARIABLE] = str(Path(path).resolve())
+    try:
+        yield
+    finally:
+        if before is None:
+            del os.environ[TOKENIZER_VARIABLE]
+        else:
+            os.environ[TOKENIZER_VARIABLE] = before
+
+
+def _ingest(args) -> int:
     from polytrace.ingest.load import ingest_paths
 
     if args.lake:
@@ -473,6 +501,9 @@ def build_parser() -> argparse.ArgumentParser:
                    "parsing the input files in parallel processes")
     p.add_argument("--jobs", type=int, metavar="N",
                    help="with --lake: parsing processes (default: one per CPU)")
+    p.add_argument("--tokenizer", metavar="PATH", help="a local tokenizer.json: lengths of text-only "
+                   "inputs (verl rollout dumps) in its tokens instead of characters; needs the "
+                   "tokenizers package (pip install 'polytrace[tokenizers]')")
     p.set_defaults(func=cmd_ingest)
 
     p = sub.add_parser("query", help="run a catalog query")

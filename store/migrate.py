@@ -16,11 +16,14 @@ import duckdb
 from polytrace.store import aggregates
 from polytrace.store.errors import StoreError
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 # version -> statements that bring a database of version - 1 to it. Version 1 is every
 # database written before the version was recorded; its tables are a subset of today's,
-# so schema.sql (all IF NOT EXISTS) brings it up to date.
-MIGRATIONS: dict[int, tuple[str, ...]] = {2: ()}
+# so schema.sql (all IF NOT EXISTS) brings it up to date. Version 3 adds runs.length_unit.
+MIGRATIONS: dict[int, tuple[str, ...]] = {
+    2: (),
+    3: ("ALTER TABLE runs ADD COLUMN IF NOT EXISTS length_unit VARCHAR",),
+}
 UPGRADE_HINT = "upgrade it with `polytrace migrate --db {path}` (or open it once with `polytrace serve`)"
 
 

@@ -20,7 +20,8 @@ CREATE TABLE IF NOT EXISTS runs (
     n_gpus           INTEGER,             -- GPUs in the job, when known
     config           JSON,                -- any run-level configuration the input carried
     sha256           VARCHAR,             -- hash over all input files' bytes; dedup key
-    created_at       TIMESTAMP            -- when the run was ingested (UTC)
+    created_at       TIMESTAMP,           -- when the run was ingested (UTC)
+    length_unit      VARCHAR              -- unit of samples.prompt_len/response_len: 'tokens', or 'chars' (a verl rollout dump ingested without a tokenizer); NULL means tokens
 );
 
 -- One row per file in each ingest attempt, successful or not.
@@ -256,4 +257,28 @@ CREATE TABLE IF NOT EXISTS run_overview (
     findings_info          INTEGER, -- findings of severity info
     catalog                VARCHAR, -- digest of the catalog that computed the row
     refreshed_at           TIMESTAMP -- when (UTC)
+);
+
+-- Numeric fields of a sample beyond the canonical samples columns, in long form: the reward
+-- function's extra outputs in a verl rollout dump (acc, format_score ...).
+CREATE TABLE IF NOT EXISTS sample_metrics (
+    run_id    VARCHAR, -- owning run
+    step      INTEGER, -- training step
+    prompt_id INTEGER, -- the sample's prompt group in the step, as samples.prompt_id
+    sample_id INTEGER, -- the sample in its group, as samples.sample_id
+    key       VARCHAR, -- field name as the dump wrote it, e.g. acc
+    value     DOUBLE   -- its value; true and false are 1 and 0; NaN and +-inf are kept
+);
+
+-- One row per Ray task or actor-method call of a Ray timeline (format ray-timeline).
+CREATE TABLE IF NOT EXISTS ray_spans (
+    run_id VARCHAR, -- owning run
+    step   INTEGER, -- training step inferred from the trainer's rollout and update rounds, from 1 in trace order; NULL outside every step (setup, a validation before the first step)
+    node   VARCHAR, -- the node the worker ran on (its IP address, as Ray names it)
+    worker VARCHAR, -- the Ray worker process, e.g. worker:50fab4e8... (the trace's tid)
+    actor  VARCHAR, -- actor class of a method call, e.g. WorkerDict; NULL for a plain task
+    name   VARCHAR, -- method or task name, e.g. actor_rollout_generate_sequences
+    stage  VARCHAR, -- verl stage the call serves, named as timing_s/<stage>: gen, reward, old_log_prob, ref, values, update_critic, update_actor, save_checkpoint, update_weights; NULL for any other call
+    ts_us  DOUBLE,  -- start on the trace's clock (us)
+    dur_us DOUBLE   -- duration (us)
 );
