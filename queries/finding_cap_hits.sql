@@ -52,7 +52,7 @@ last_steps AS (
         sum(at_cap)::DOUBLE / NULLIF(sum(n)::DOUBLE, 0) AS share,
         list(step ORDER BY step) AS steps,
         max(back) AS k,
-        first(source) AS source
+        first(source ORDER BY step) AS source
     FROM ranked
     WHERE back <= greatest(1, floor(steps_known * 0.1)))
 SELECT

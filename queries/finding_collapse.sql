@@ -33,7 +33,7 @@ first_stretch AS (
         min(step) AS first_step,
         max(step) AS last_step,
         avg(mean_len) AS mean_len,
-        first(source) AS source
+        first(source ORDER BY step) AS source
     FROM stretches
     GROUP BY stretch
     HAVING count(*) >= 5

@@ -22,7 +22,7 @@ WITH per_step AS (
     WHERE d.ranks IS NULL OR d.ranks > 1),
 summary AS (
     SELECT avg(imbalance) AS mean_imb, max(imbalance) AS worst, first(step ORDER BY imbalance DESC, step) AS worst_step,
-           first(rank ORDER BY imbalance DESC, step) AS worst_rank, avg(balanced) AS balanced, first(source) AS source
+           first(rank ORDER BY imbalance DESC, step) AS worst_rank, avg(balanced) AS balanced
     FROM per_step WHERE imbalance IS NOT NULL)
 SELECT
     'dp_imbalance' AS kind,
@@ -41,7 +41,6 @@ SELECT
                 WHEN balanced IS NOT NULL THEN ''
                 ELSE '; balance sequences across ranks by token count (verl: trainer.balance_batch)' END)
         AS text,
-    CASE WHEN source = 'global_seqlen' THEN '/api/queries/verl_imbalance?run_id=' || $run_id
-         ELSE '/api/queries/dp_imbalance?run_id=' || $run_id END AS evidence
+    '/api/queries/dp_imbalance?run_id=' || $run_id AS evidence
 FROM summary
 WHERE mean_imb >= 1.1

@@ -118,6 +118,48 @@ SELECT '0001', s, p, e, 6, 100, 50, 10.0 + s + e - CASE p WHEN 'as-recorded' THE
        0.1 * e, CASE WHEN e IS NULL THEN 1.25 END, 'calib.json'
 FROM range(5) a(s), (VALUES ('as-recorded'), ('length-balanced')) b(p),
      (VALUES (NULL), (0), (1)) c(e);
+-- rewards for group_waste: every third prompt of 0001 all-equal, NaN on one sample of run.b
+UPDATE samples SET reward = CASE WHEN run_id = '0001' AND prompt_id = 0 THEN 1.0
+                                 WHEN run_id = 'run.b' AND step = 2 AND sample_id = 0 THEN 'NaN'::DOUBLE
+                                 ELSE (sample_id % 2)::DOUBLE END;
+-- Ray calls: two workers over 4 steps of 0001, calls outside any step, a plain task on run.b
+INSERT INTO ray_spans (run_id, step, node, worker, actor, name, stage, ts_us, dur_us)
+SELECT '0001', CASE WHEN s = 0 THEN NULL ELSE s END, '10.0.0.1', 'worker:' || w, 'WorkerDict',
+       'actor_rollout_' || m, CASE m WHEN 'generate_sequences' THEN 'gen' WHEN 'update_actor'
+       THEN 'update_actor' END, s * 1e6 + k * 1e5 + w, 1e4 * (1 + (s + w + k) % 3)
+FROM range(5) a(s), range(2) b(w), (VALUES (0, 'generate_sequences'), (1, 'update_actor'),
+     (2, 'init_model')) c(k, m)
+UNION ALL
+SELECT 'run.b', NULL, '10.0.0.2', 'worker:9', NULL, 'compute_reward_async', 'reward', 5, 0;
+-- run.b's log goes on past its samples: lengths collapse to 1 token for 6 steps, a checkpoint
+-- step takes 10x the step time, throughput falls; 0001 logs training-health metrics
+INSERT INTO step_metrics (run_id, step, key, value)
+SELECT 'run.b', s, k, CASE
+        WHEN k = 'response_length/mean' THEN CASE WHEN s < 30 THEN 50 ELSE 1 END
+        WHEN k = 'timing_s/step' THEN CASE WHEN s = 33 THEN 400 ELSE 40 END
+        WHEN k = 'timing_s/save_checkpoint' THEN CASE WHEN s = 33 THEN 350 END
+        WHEN k = 'perf/throughput' THEN 10.0 END
+FROM range(25, 37) a(s), (VALUES ('response_length/mean'), ('timing_s/step'),
+                                 ('timing_s/save_checkpoint'), ('perf/throughput')) m(k)
+WHERE NOT (k = 'timing_s/save_checkpoint' AND s <> 33);
+INSERT INTO step_metrics (run_id, step, key, value)
+SELECT '0001', s, k, CASE WHEN k = 'actor/kl_loss' AND s % 2 = 1 THEN 'NaN'::DOUBLE
+                          ELSE (s + 1) / length(k) END
+FROM range(8) a(s), (VALUES ('critic/score/mean'), ('critic/rewards/mean'), ('actor/entropy'),
+                            ('actor/ppo_kl'), ('actor/kl_loss'), ('actor/grad_norm'),
+                            ('actor/pg_clipfrac')) m(k);
+-- run.b's simulation: the dispatches and a partial rollout, whose carry is stored
+INSERT INTO whatif (run_id, step, policy, engine, n, tokens, max_len, predicted_s, idle_frac,
+                    speedup, calibration)
+SELECT 'run.b', s, p, NULL, 6 + CASE WHEN p LIKE 'partial%' AND s > 0 THEN 2 ELSE 0 END, 100, 50,
+       CASE p WHEN 'as-recorded' THEN 10.0 + s WHEN 'round-robin' THEN 11.5 + s
+              WHEN 'predicted-balanced' THEN 9.0 + s WHEN 'length-balanced' THEN 8.5 + s ELSE 7.0 + s END,
+       0.2, NULL, 'calib.json'
+FROM range(5) a(s), (VALUES ('as-recorded'), ('round-robin'), ('predicted-balanced'),
+                            ('length-balanced'), ('partial-rollout:0.9')) b(p);
+INSERT INTO whatif_carry (run_id, step, policy, carried, carried_tokens)
+SELECT 'run.b', s, 'partial-rollout:0.9', CASE WHEN s < 4 THEN 2 ELSE 0 END, CASE WHEN s < 4 THEN 40 ELSE 0 END
+FROM range(5) a(s);
 """
 
 

@@ -19,11 +19,11 @@ import pytest
 
 from polytrace import store
 from polytrace.cli import main as cli_main
-from polytrace.ingest.contract import IngestError
+from polytrace.ingest import registry
 from polytrace.ingest.load import ingest_paths
 from polytrace.queries.catalog import load_catalog
 from polytrace.settings import Settings
-from tests.conftest import SHARED_DATA, LiveServer, skip_for_data
+from tests.conftest import FIXTURES, SHARED_DATA, LiveServer, skip_for_data
 
 # One run per kind of input, so that every query has a run it has rows for.
 RUN_INPUTS = {
@@ -31,26 +31,36 @@ RUN_INPUTS = {
     "rllm": ["polytrace/rllm/profile/packed_length_log/20260616_024512"],
     "search_r1": ["polytrace/search_r1/profile/multiturn_workload_log/0617_0223/multiturn_workload_step_0.jsonl"],
     "verl_log": ["verl-logs/qwen3-4b-agent-run-ry3hgbx5.output.log"],
+    "verl_collapse": ["verl-logs/qwen3-4b-agent-run-i80f2v90.output.log"],
     "kineto": ["kineto/trace_filter/sampled_rank-0.json.gz"],
 }
+# Hand-made inputs for what the shared runs never show (a step-time spike), beside every format's
+# own sample (ingest/formats/*.py), which covers the formats the shared data lacks.
+FIXTURE_INPUTS = {"verl_spikes": FIXTURES / "verl" / "spikes.log"}
 # Values for required parameters that are not run ids.
 EXAMPLE_PARAMS = {"key": "timing_s/gen"}
 QUERIES = sorted(load_catalog())
 # Queries over tables that only `polytrace simulate --store` fills, never an ingest.
-NO_ROWS_FROM_INGEST = {"whatif", "whatif_savings"}
+NO_ROWS_FROM_INGEST = {"whatif", "whatif_savings", "finding_whatif"}
 
 
 def _ingest_all(db) -> dict[str, str]:
-    """Ingest every input whose format is registered; a format still missing skips its run."""
+    """Ingest the shared runs, the fixtures and every format's sample, one run each."""
     con = store.open(db)
     runs = {}
     try:
         for label, paths in RUN_INPUTS.items():
-            try:
-                runs[label] = ingest_paths(con, [SHARED_DATA / p for p in paths]).run_id
-            except IngestError as e:
-                if "unknown format" not in str(e) and "no recognised" not in str(e):
-                    raise
+            runs[label] = ingest_paths(con, [SHARED_DATA / p for p in paths]).run_id
+        for label, path in FIXTURE_INPUTS.items():
+            runs[label] = ingest_paths(con, [path]).run_id
+        for fmt in registry.FORMATS:
+            folder = db.parent / "samples" / fmt.name
+            sample = fmt.sample()
+            for name, data in sample.files.items():
+                (folder / name).parent.mkdir(parents=True, exist_ok=True)
+                (folder / name).write_bytes(data)
+            result = ingest_paths(con, [folder / a for a in sample.args], force=True)
+            runs[f"sample:{fmt.name}"] = result.run_id
     finally:
         con.close()
     return runs

@@ -3,6 +3,7 @@ installed (not editable) in a fresh virtual environment, and the layers hold (im
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -17,10 +18,17 @@ import pytest
 from tests.conftest import FIXTURES, ROOT, free_port
 
 
+# What a build must not see: a stale build/ would put deleted files into the wheel.
+NOT_SOURCE = shutil.ignore_patterns(".git", ".venv", "build", "dist", "*.egg-info", "__pycache__",
+                                    "*.duckdb", "*.duckdb.wal", "test-artifacts", ".pytest_cache")
+
+
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("dist")
-    subprocess.run([sys.executable, "-m", "pip", "wheel", str(ROOT), "--no-deps", "--no-build-isolation",
+    """The wheel, built from a clean copy of the source tree."""
+    source, out = tmp_path_factory.mktemp("source") / "polytrace", tmp_path_factory.mktemp("dist")
+    shutil.copytree(ROOT, source, ignore=NOT_SOURCE)
+    subprocess.run([sys.executable, "-m", "pip", "wheel", str(source), "--no-deps", "--no-build-isolation",
                     "-q", "-w", str(out)], check=True, capture_output=True, cwd=out)
     (built,) = out.glob("polytrace-*.whl")
     return built
