@@ -1,15 +1,13 @@
-"""Headline findings: run_summary's numbers turned into plain sentences for the run page."""
+"""Headline numbers in words: a value as its column's fmt tag reads it, and run B's value against
+run A's (the compare page's table, and the pages' server-rendered tables)."""
 from __future__ import annotations
 
 import math
-import re
-from collections.abc import Mapping
 from typing import Any
-
-from polytrace.queries.catalog import Column
 
 SECONDS = {"s": 1.0, "ms": 1e-3, "us": 1e-6}
 BYTE_UNITS = ("B", "kB", "MB", "GB", "TB", "PB")
+MINUS = "\u2212"
 
 
 def fmt(kind: str | None, value: Any) -> str:
@@ -23,8 +21,7 @@ def fmt(kind: str | None, value: Any) -> str:
     if not math.isfinite(value):
         return str(value)
     if kind in ("pct", "pct100"):
-        pct = value * 100 if kind == "pct" else value
-        return f"{pct:.0f}%" if abs(pct) >= 10 else f"{pct:.1f}%"
+        return percent(value * 100 if kind == "pct" else value)
     if kind == "x":
         return f"{value:.2f}×" if abs(value) < 10 else f"{value:.1f}×"
     if kind in SECONDS:
@@ -34,6 +31,15 @@ def fmt(kind: str | None, value: Any) -> str:
     if kind == "bytes":
         return _bytes(value)
     return _plain(value)
+
+
+def percent(pct: float) -> str:
+    """41%, 3.8%, and one significant digit below 0.1% (0.02%), never a 0.0% that is not 0."""
+    if abs(pct) >= 10:
+        return f"{pct:.0f}%"
+    if pct != 0 and abs(pct) < 0.1:
+        return f"{pct:.1g}%"
+    return f"{pct:.1f}%"
 
 
 def duration(seconds: float) -> str:
@@ -59,57 +65,28 @@ def _plain(value: float) -> str:
     return f"{value:,.3g}" if abs(value) < 1000 else f"{value:,.0f}"
 
 
-def _placeholders(template: str) -> list[str]:
-    return re.findall(r"\{(\w+)\}", template)
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
-def _sentence_template(description: str) -> str | None:
-    """A column description may carry its sentence after 'Sentence:', with {column}
-    placeholders, e.g. 'Sentence: Rollout engines sat idle {rollout_idle_mean} ...'."""
-    _, sep, tail = description.partition("Sentence:")
-    return tail.strip() if sep else None
+def difference(kind: str | None, a: Any, b: Any) -> str:
+    """B minus A in the column's terms: shares in percentage points ("+12 pp"), durations in
+    readable units ("−3.2 s"), the rest as the column reads ("+1,234"); "same" when equal."""
+    if not (_number(a) and _number(b)):
+        return ""
+    d = b - a
+    if d == 0:
+        return "same"
+    sign = "+" if d > 0 else MINUS
+    if kind in ("pct", "pct100"):
+        return f"{sign}{percent(abs(d) * (100 if kind == 'pct' else 1))[:-1]} pp"
+    return sign + fmt(kind, abs(d))
 
 
-def _drop_null_asides(template: str, row: dict[str, Any]) -> str:
-    """Remove a parenthetical whose number is missing: '(rank {r}, step {s})' with r NULL."""
-    def keep(m: re.Match) -> str:
-        return "" if any(row.get(n) is None for n in _placeholders(m.group(0))) else m.group(0)
-    return re.sub(r"\s*\([^()]*\)", keep, template)
-
-
-def findings(row: dict[str, Any], columns: Mapping[str, Column]) -> list[list[dict]]:
-    """Sentences as lists of parts: {"text"} or {"col", "value", "shown"} for a number.
-
-    Columns whose description carries a sentence template render through it, in column
-    order, when their numbers are known. Only when no column has a template does each
-    non-null column become '<description>: <value>.' Numbers read by their column's fmt.
-    """
-    templates = {n: t for n, c in columns.items() if (t := _sentence_template(c.description or ""))}
-    out: list[list[dict]] = []
-    for name, template in templates.items():
-        template = _drop_null_asides(template, row)
-        if all(row.get(n) is not None for n in [name, *_placeholders(template)]):
-            out.append(_parts(template, row, columns))
-    if templates:
-        return out
-    for name, value in row.items():
-        if value is None or name == "run_id" or name not in columns:
-            continue
-        label = (columns[name].description or name).rstrip(". ")
-        out.append([{"text": f"{label}: "}, _number(name, value, columns), {"text": "."}])
-    return out
-
-
-def _number(name: str, value: Any, columns: Mapping[str, Column]) -> dict:
-    column = columns.get(name)
-    return {"col": name, "value": value, "shown": fmt(column.fmt if column else None, value)}
-
-
-def _parts(template: str, row: dict[str, Any], columns: Mapping[str, Column]) -> list[dict]:
-    parts: list[dict] = []
-    for i, piece in enumerate(re.split(r"\{(\w+)\}", template)):
-        if i % 2:
-            parts.append(_number(piece, row.get(piece), columns))
-        elif piece:
-            parts.append({"text": piece})
-    return parts
+def ratio(a: Any, b: Any) -> str:
+    """B over A as a multiple ("B is 1.8× A"); empty when it means nothing (a zero or a sign
+    change)."""
+    if not (_number(a) and _number(b)) or a == 0 or b / a < 0:
+        return ""
+    r = b / a
+    return "B equals A" if abs(r - 1) < 0.0005 else f"B is {r:.3g}× A"

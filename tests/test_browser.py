@@ -22,6 +22,10 @@ ARTIFACTS = ROOT / "test-artifacts"
 DAPO = "polytrace/verl/profile/packed_length_log/20260614_023133"
 DAPO_AGAIN = "polytrace/verl/profile/packed_length_log/20260610_092349"
 RLLM = "polytrace/rllm/profile/packed_length_log/20260616_024512"
+CPU_ONLY = "kineto/cpu_only/rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz"
+COLLAPSED = "verl-logs/qwen3-4b-agent-run-i80f2v90.output.log"
+# A kernel name a hostile trace could carry: it must read as text wherever it is shown.
+HOSTILE = "<a href=//x>k</a>"
 SECTIONS = ("Lengths", "Rollout tail", "Imbalance", "Stages", "Multi-turn", "GPU", "What if", "Other")
 # Chromium itself reports every HTTP error response on the console. A rejected upload is
 # meant to answer 4xx, so that one report is expected; anything else is a page defect.
@@ -138,13 +142,14 @@ def expected_charts(srv, run_id: str) -> dict[str, str]:
 
 
 def drawn_traces(pg, name: str, prefix: str = "chart-") -> list[dict]:
-    """Trace summaries of one chart: type and how many points it carries."""
+    """Trace summaries of one chart (its data, not the findings marked on it): type and how
+    many points it carries."""
     return pg.evaluate("""id => {
         const el = document.getElementById(id);
         if (!el) return null;
         if (!el.classList.contains('js-plotly-plot')) return el.querySelector('table') ?
             [{type: 'table', n: el.querySelectorAll('tbody tr').length}] : [];
-        return el.data.map(t => ({type: t.type, name: t.name || '',
+        return el.data.filter(t => !(t.meta && t.meta.finding)).map(t => ({type: t.type, name: t.name || '',
             n: t.type === 'heatmap' ? t.z.flat().filter(v => v !== null).length
                                     : (t.y || []).filter(v => v !== null).length}));
     }""", prefix + name)
@@ -215,33 +220,28 @@ def test_upload_run_then_overview_draws_every_chart(page, make_server, shared_da
     assert console_errors(page) == []
 
 
-def test_headline_numbers_equal_rest(page, three_runs):
+def test_findings_on_the_run_page_equal_the_api(page, three_runs):
     srv, ids = three_runs
     run_id = ids["dapo"]
-    summary = rest(srv, "run_summary", run_id=run_id)
-    row = dict(zip(summary["columns"], summary["rows"][0]))
+    found = httpx.get(f"{srv.url}/api/runs/{run_id}/findings").json()["findings"]
+    assert {f["kind"] for f in found} >= {"filter_waste", "rollout_tail"}
     open_page(page, f"{srv.url}/runs/{run_id}")
-    nums = page.locator(".findings .num").all()
-    assert len(nums) >= 4
-    cols = set()
-    for num in nums:
-        col, raw, text = num.get_attribute("data-col"), num.get_attribute("data-value"), num.inner_text()
-        cols.add(col)
-        value = row[col]
-        assert float(raw) == pytest.approx(value, rel=1e-12), col
-        shown = float(re.sub(r"[^0-9.\-]", "", text))
-        if text.endswith("%"):
-            assert shown == pytest.approx(value * 100, abs=0.051 if "." in text else 0.51), (col, text)
-        elif text.endswith("×"):
-            assert shown == pytest.approx(value, abs=0.0051 if value < 10 else 0.051), (col, text)
-        elif text.endswith(" s"):
-            assert shown == pytest.approx(value, abs=0.051 if value < 100 else 0.51), (col, text)
-        else:
-            assert shown == value, (col, text)
-    # The DAPO run has a filter file and per-rank lengths: both headlines must be there.
-    assert {"rollout_idle_frac_mean", "wasted_token_frac", "tail_ratio_worst"} <= cols
+    items = page.locator("li.finding").all()
+    # One item per finding, in the API's order (most severe first): its badge, its sentence
+    # and the query that proves it.
+    assert [i.get_attribute("data-kind") for i in items] == [f["kind"] for f in found]
+    for item, f in zip(items, found):
+        assert item.locator(".badge").inner_text().lower() == f["severity"]
+        assert item.locator(".text").inner_text() == f["text"]
+        evidence = item.locator("a.evidence")
+        assert evidence.get_attribute("data-api") == f["evidence"]
+        assert httpx.get(srv.url + evidence.get_attribute("href")).status_code == 200
+    # The worst step of the rollout tail is marked on the step charts, named on hover.
+    tail = next(f for f in found if f["kind"] == "rollout_tail")
+    marks = page.evaluate("""() => document.getElementById('chart-length_stats').data
+        .filter(t => t.meta && t.meta.finding).map(t => ({kind: t.meta.finding, x: t.x, text: t.hovertemplate}))""")
+    assert {"kind": "rollout_tail", "x": tail["steps"], "text": "<b>rollout tail</b> (warn finding)<extra></extra>"} in marks
     # Dark mode: the page palette switches and the charts redraw in it.
-    wait_charts(page)
     light_font = page.evaluate("document.getElementById('chart-length_stats').layout.font.color")
     page.emulate_media(color_scheme="dark")
     page.wait_for_function("""light => document.getElementById('chart-length_stats').layout.font.color !== light""",
@@ -275,9 +275,22 @@ def test_step_range_links_charts(page, three_runs):
     page.evaluate("Plotly.relayout(document.getElementById('chart-length_stats'), {'xaxis.range': [0.6, 4.2]})")
     page.wait_for_selector("#chart-rollout_tail[data-range='1-4']")
     assert page.input_value("#step-from") == "1" and page.input_value("#step-to") == "4"
+    # The range lives in the URL: a reload (or the link, shared) opens at it.
+    assert page.url.endswith(f"/runs/{run_id}?step_from=1&step_to=4")
+    page.reload()
+    wait_charts(page)
+    page.wait_for_selector("#chart-length_histogram[data-range='1-4']")
+    assert page.input_value("#step-from") == "1" and page.input_value("#step-to") == "4"
+    assert page.evaluate("document.getElementById('chart-rollout_tail').layout.xaxis.range") == [0.5, 4.5]
     page.click("#range-reset")
     page.wait_for_selector("#chart-rollout_tail[data-range='all']")
+    assert page.url.endswith(f"/runs/{run_id}")
     assert sum(page.evaluate("document.getElementById('chart-length_histogram').data[0].y")) == 6 * 768
+    # A long tail reads on a log scale at a click.
+    card = page.locator(".chart-card[data-query='length_histogram']")
+    card.locator(".log-toggle input").check()
+    page.wait_for_selector("#chart-length_histogram[data-log-y='1']")
+    assert page.evaluate("document.getElementById('chart-length_histogram').layout.yaxis.type") == "log"
     assert console_errors(page) == []
 
 
@@ -361,17 +374,26 @@ def test_compare_page(page, three_runs):
     for el_id in overlays:
         names = page.evaluate(f"document.getElementById('{el_id}').data.map(t => t.name)")
         assert any(n.startswith("A · ") for n in names) and any(n.startswith("B · ") for n in names)
-    for name in ("length_stats", "rollout_tail"):
-        for side in ("a", "b"):
-            traces = drawn_traces(page, f"{side}-{name}")
-            assert traces and any(t["n"] > 0 for t in traces), (side, name)
+    # Quantile bands overlay; histograms overlay as shares of each run's responses.
+    bands = page.evaluate("document.getElementById('chart-ab-length_stats').data.map(t => t.name)")
+    assert "A · response p50" in bands and "B · response p50" in bands
+    shares = page.evaluate("""() => document.getElementById('chart-ab-length_histogram').data
+        .filter(t => t.type === 'bar').map(t => t.y.reduce((a, b) => a + b, 0))""")
+    assert shares == [pytest.approx(1), pytest.approx(1)]
+    for side in ("a", "b"):
+        traces = drawn_traces(page, f"{side}-rollout_tail")
+        assert traces and any(t["n"] > 0 for t in traces), side
     # Side-by-side charts share one y scale.
-    ya = page.evaluate("document.getElementById('chart-a-length_stats').layout.yaxis.range")
-    yb = page.evaluate("document.getElementById('chart-b-length_stats').layout.yaxis.range")
+    ya = page.evaluate("document.getElementById('chart-a-rollout_busy').layout.yaxis.range")
+    yb = page.evaluate("document.getElementById('chart-b-rollout_busy').layout.yaxis.range")
     assert ya == yb
     summary = rest(srv, "run_summary", run_id=b)
     samples = summary["rows"][0][summary["columns"].index("samples")]
-    assert page.locator("#compare-summary tr[data-col='samples'] td").nth(2).inner_text() == f"{samples:,}"
+    cells = page.locator("#compare-summary tr[data-col='samples'] td").all_inner_texts()
+    assert cells == ["Responses in the run", "4,608", f"{samples:,}", "same", "B equals A"]
+    # Both runs' findings, side by side; the replay fidelity only on request.
+    assert page.locator("#findings-a li.finding").count() and page.locator("#findings-b li.finding").count()
+    assert page.locator("[data-query='fidelity']").count() == 0
     screenshot(page, "compare.png")
     assert console_errors(page) == []
 
@@ -440,8 +462,9 @@ def test_long_run_is_downsampled_and_zoom_refetches(page, make_server, tmp_path)
 def test_pages_have_no_console_errors(page, three_runs):
     srv, ids = three_runs
     a, b = ids["dapo"], ids["rllm"]
-    for path in ("/", f"/runs/{b}", "/compare", f"/compare?a={a}&b={b}", "/queries",
-                 "/queries/runs", f"/queries/rollout_tail?run_id={b}", "/queries/length_stats"):
+    for path in ("/", f"/runs/{a}", f"/runs/{b}", "/compare", f"/compare?a={a}&b={b}",
+                 f"/compare?a={a}&b={b}&fidelity=1&step_from=1&step_to=2", "/queries", "/queries/runs",
+                 f"/queries/rollout_tail?run_id={b}", "/queries/length_stats", f"/runs/{a}?step_from=2&step_to=3"):
         open_page(page, srv.url + path)
         assert console_errors(page) == [], path
     open_page(page, srv.url + "/runs/nope")
@@ -464,7 +487,7 @@ def test_rollout_bars_and_whatif_button(page, make_server, tmp_path):
     (run_id,) = ingest(db, trace)
     srv = make_server(db=str(db), token="s3cret")
     open_page(page, f"{srv.url}/runs/{run_id}")
-    bars = page.evaluate("""() => document.getElementById('chart-rollout_busy').data.map(t => ({
+    bars = page.evaluate("""() => document.getElementById('chart-rollout_busy').data.filter(t => !t.meta).map(t => ({
         name: t.name, group: t.offsetgroup, y: t.y, base: t.base, legend: t.showlegend !== false,
         hatched: !!(t.marker.pattern && t.marker.pattern.shape)}))""")
     assert bars == [
@@ -483,16 +506,119 @@ def test_rollout_bars_and_whatif_button(page, make_server, tmp_path):
     wait_charts(page)
     assert page.locator("#whatif-run").count() == 0
     names = {t["name"] for t in drawn_traces(page, "whatif")}
-    assert "length-balanced (oracle bound)" in names and "as-recorded" in names
+    assert any(n.startswith("length-balanced (") for n in names) and "as-recorded" in names
     savings = drawn_traces(page, "whatif_savings")
-    assert savings == [{"type": "table", "n": 5}]
-    assert "run_gpu_hours_saved" in page.inner_text("#chart-whatif_savings")
-    # ...and the headlines now say what the best realizable policy would save.
-    best = page.locator(".findings li", has_text="Dispatching by").inner_text()
-    assert "GPU-hours over the run" in best and "length-balanced oracle bound" in best
+    policies = rest(srv, "whatif_savings", run_id=run_id)["rows"]
+    assert len(policies) >= 4 and savings == [{"type": "table", "n": len(policies)}]
+    assert "run gpu hours saved" in page.inner_text("#chart-whatif_savings")
+    # ...and the findings read the stored simulation as the API does.
+    found = httpx.get(f"{srv.url}/api/runs/{run_id}/findings").json()["findings"]
+    assert page.locator("li.finding").evaluate_all("els => els.map(e => e.dataset.kind)") == [f["kind"] for f in found]
     screenshot(page, "run-whatif.png")
     # The refused POST (401) is the only console error: Chromium reports every 4xx response.
     assert [t for t, url in page.problems if not url.endswith("/whatif")] == []
+
+
+def test_upload_shows_every_warning_of_the_api(page, make_server, shared_data, tmp_path):
+    srv = make_server()
+    open_page(page, srv.url + "/")
+    trace = shared_data / CPU_ONLY
+    page.set_input_files("#file-input", str(trace))
+    page.wait_for_selector("#upload-warnings li")
+    run_id = page.get_attribute("#new-run", "href").rsplit("/", 1)[-1]
+    shown = page.locator("#upload-warnings li").all_inner_texts()
+    # The same upload through the API (to a fresh server) answers with exactly these warnings.
+    other = make_server(db=str(tmp_path / "other.duckdb"))
+    again = httpx.post(f"{other.url}/api/runs", files={"file": (trace.name, trace.read_bytes())}).json()
+    assert again["run_id"] == run_id
+    assert shown == again["warnings"] and any("no GPU kernels" in w for w in shown)
+    assert console_errors(page) == []
+
+
+def test_upload_form_fields_reach_the_run(page, make_server, shared_data):
+    """A folder chosen with the form's response cap: the run keeps the folder's name, and the
+    cap (not an inferred one) makes the cap_hits finding."""
+    srv = make_server()
+    open_page(page, srv.url + "/")
+    page.fill("#max-response-len", "16000")
+    page.fill("#gpus", "8")
+    page.select_option("#format", "")
+    page.set_input_files("#folder-input", str(shared_data / RLLM))
+    link = page.wait_for_selector("#upload-status #new-run")
+    run_id = link.get_attribute("href").rsplit("/", 1)[-1]
+    run = httpx.get(f"{srv.url}/api/runs/{run_id}").json()["run"]
+    assert (run["name"], run["max_response_len"], run["n_gpus"]) == (Path(RLLM).name, 16000, 8)
+    link.click()
+    page.wait_for_url(f"**/runs/{run_id}")
+    wait_charts(page)
+    cap = page.locator("li.finding[data-kind='cap_hits'] .text").inner_text()
+    assert "16,000-token cap" in cap and "inferred" not in cap
+    assert console_errors(page) == []
+
+
+def test_collapse_is_found_and_marked_on_the_training_health_charts(page, make_server, shared_data, tmp_path):
+    db = tmp_path / "collapse.duckdb"
+    (run_id,) = ingest(db, shared_data / COLLAPSED)
+    srv = make_server(db=str(db))
+    (collapse,) = [f for f in httpx.get(f"{srv.url}/api/runs/{run_id}/findings").json()["findings"]
+                   if f["kind"] == "collapse"]
+    open_page(page, f"{srv.url}/runs/{run_id}")
+    first = page.locator("li.finding").first
+    assert first.get_attribute("data-kind") == "collapse"
+    assert first.locator(".badge").inner_text().lower() == "critical"
+    # Every Training health chart shades the collapsed steps as one span (a log's cut-short
+    # lines leave single steps out of the list) and names it on hover.
+    lo, hi = min(collapse["steps"]), max(collapse["steps"])
+    charts = page.locator("section[data-section='Training health'] .chart").evaluate_all("els => els.map(e => e.id)")
+    assert len(charts) >= 4
+    for el_id in charts:
+        spans = page.evaluate(f"""() => (document.getElementById('{el_id}').layout.shapes || [])
+            .filter(s => s.name === 'collapse' && s.type === 'rect').map(s => [s.x0, s.x1])""")
+        assert spans == [[lo - 0.5, hi + 0.5]], el_id
+        named = page.evaluate(f"""() => document.getElementById('{el_id}').data
+            .filter(t => t.meta && t.meta.finding === 'collapse').map(t => t.hovertemplate)""")
+        assert named == ["<b>collapse</b> (critical finding)<extra></extra>"], el_id
+    # Its steps link: every step chart shows the collapse.
+    first.locator("button.zoom").click()
+    page.wait_for_selector(f"#range-bar[data-range='{lo}-{hi}']")
+    screenshot(page, "run-collapse.png")
+    assert console_errors(page) == []
+
+
+def test_hostile_kernel_name_renders_as_text(page, make_server, tmp_path):
+    from tests.test_kineto import trace_doc
+
+    gpu = [(HOSTILE, "kernel", 7, 1000, 3000, 1, 500), ("gemm", "kernel", 7, 4000, 5000, 2, 600)]
+    path = tmp_path / "hostile.json"
+    path.write_text(json.dumps(trace_doc(0, [(1, 0, 10000)], gpu)))
+    db = tmp_path / "hostile.duckdb"
+    (run_id,) = ingest(db, path)
+    srv = make_server(db=str(db))
+    open_page(page, f"{srv.url}/runs/{run_id}")
+    # No link anywhere on the page but the dashboard's own.
+    assert page.locator("a[href='//x'], [*|href='//x']").count() == 0
+    # The kernels table shows the name as it is.
+    assert HOSTILE in page.locator("#chart-gpu_kernels").inner_text()
+    # Hovering the timeline bar shows the name as text.
+    el = "document.getElementById('chart-gpu_timeline')"
+    where = page.evaluate(f"""() => {{ const d = {el}.data; for (let c = 0; c < d.length; c++)
+        for (let p = 0; p < d[c].hovertext.length; p++) if (d[c].hovertext[p].includes('href')) return [c, p]; }}""")
+    page.evaluate(f"([c, p]) => Plotly.Fx.hover({el}, [{{curveNumber: c, pointNumber: p}}])", where)
+    hover = page.wait_for_selector("#chart-gpu_timeline .hoverlayer .hovertext")
+    assert HOSTILE in hover.text_content()
+    assert page.locator("#chart-gpu_timeline .hoverlayer a").count() == 0
+    # A hostile category on an axis (a bar chart over names) is a tick label of text.
+    page.evaluate("""name => {
+        const el = Object.assign(document.createElement('div'), {id: 'chart-hostile', className: 'chart'});
+        document.querySelector('main').appendChild(el);
+        return PolyCharts.page([{name: 'hostile', title: name, chart: {kind: 'bar', x: 'kernel', y: ['calls']},
+            columns: {calls: {fmt: 'count'}}, params: {}, points: 600,
+            data: {ok: true, columns: ['kernel', 'calls'], rows: [[name, 3], ['gemm', 1]]}}]);
+    }""", HOSTILE)
+    ticks = page.locator("#chart-hostile .xtick text").all_text_contents()
+    assert HOSTILE in ticks and page.locator("#chart-hostile a").count() == 0
+    assert page.locator("#chart-hostile .gtitle").text_content() == HOSTILE
+    assert console_errors(page) == []
 
 
 def test_demo_serves_a_synthetic_run(tmp_path):

@@ -1,15 +1,27 @@
-"""Dashboard logic without a browser: server-side downsampling, headline sentences, page routes."""
+"""Dashboard logic without a browser: server-side downsampling, number wording, page routes."""
 from __future__ import annotations
 
+import html
+import json
 import re
 
 import httpx
 
 from polytrace import store
-from polytrace.queries.catalog import SECTIONS, Column
+from polytrace.ingest.registry import FORMATS
+from polytrace.queries.catalog import SECTIONS, get_query
 from polytrace.queries.display import downsample
-from polytrace.server.headlines import findings, fmt
-from polytrace.server.routers.pages import RUN_SECTIONS, compare_queries, run_chart_queries
+from polytrace.server.headlines import difference, fmt, ratio
+from polytrace.server.routers.pages import (
+    RUN_SECTIONS,
+    _label,
+    _step_span,
+    caption,
+    chart_info,
+    compare_queries,
+    run_chart_queries,
+    table_cell,
+)
 
 PACKED = (
     '{"step": 0, "rank": 0, "dp_rank": 0, "tp_rank": 0, "input": 10, "output": [1, 3], "validate": false}\n'
@@ -71,6 +83,7 @@ def test_downsample_heatmap_keeps_each_lane():
 def test_number_formats_follow_the_fmt_tag():
     assert fmt("pct", 0.4123) == "41%"
     assert fmt("pct", 0.038) == "3.8%"
+    assert fmt("pct", 0.0002) == "0.02%"  # a share that is not 0 never reads 0.0%
     assert fmt("pct100", 41.23) == "41%"
     assert fmt("x", 12.04) == "12.0×"
     assert fmt("x", 1.3) == "1.30×"
@@ -89,41 +102,6 @@ def test_number_formats_follow_the_fmt_tag():
     assert fmt(None, 0.123456) == "0.123"
     assert fmt("pct", None) == "n/a"
     assert fmt("pct", float("nan")) == "nan"
-
-
-def column(name: str, description: str, kind: str | None = None) -> Column:
-    return Column(name, "DOUBLE", description, kind)
-
-
-def test_findings_follow_column_templates():
-    columns = {c.name: c for c in (
-        column("idle_frac", "Idle share. Sentence: Engines sat idle {idle_frac} (worst step {worst}).",
-               "pct"),
-        column("worst", "Worst step.", "count"),
-        column("hit", "Cache. Sentence: The cache served {hit}.", "pct"),
-        column("n", "Rows.", "count"))}
-    row = {"idle_frac": 0.25, "worst": 7, "hit": None, "n": 3}
-    (sentence,) = findings(row, columns)
-    assert "".join(p.get("text") or p["shown"] for p in sentence) == \
-        "Engines sat idle 25% (worst step 7)."
-    # A missing number inside parentheses drops only the aside.
-    (sentence,) = findings({**row, "worst": None}, columns)
-    assert "".join(p.get("text") or p["shown"] for p in sentence) == "Engines sat idle 25%."
-    # Without any template each known column reads as '<description>: <value>.'
-    plain = findings({"n": 3000, "run_id": "x"}, {"n": column("n", "Rows in the run.", "count")})
-    assert plain == [[{"text": "Rows in the run: "}, {"col": "n", "value": 3000, "shown": "3,000"},
-                      {"text": "."}]]
-
-
-def test_every_run_summary_number_reads_by_its_tag():
-    """The headline sentences name only tagged columns, so none falls back to a bare number."""
-    from polytrace.queries.catalog import get_query
-    from polytrace.server.headlines import _placeholders, _sentence_template
-
-    columns = {c.name: c for c in get_query("run_summary").columns}
-    named = {n for c in columns.values() for n in _placeholders(_sentence_template(c.description) or "")}
-    assert named and all(columns[n].fmt for n in named if columns[n].numeric)
-    assert columns["mean_step_s"].fmt == "s" and columns["whatif_best_gpu_hours"].fmt == "gpu_h"
 
 
 def test_pages_pick_queries_from_the_catalog_alone():
@@ -175,46 +153,6 @@ def test_page_routes(tmp_path, make_server):
         "application/javascript")
 
 
-def _summary_sentences(case: str) -> list[str]:
-    """run_summary of a golden case's run r1, as the run page words it."""
-    from polytrace.queries.catalog import bind, get_query
-    from polytrace.queries.runner import run_bound
-    from tests.goldens import load_case
-
-    query = get_query("run_summary")
-    con = load_case(case)
-    try:
-        result = run_bound(con, query, bind(query, {"run_id": "r1"}))
-    finally:
-        con.close()
-    row = dict(zip(result.columns, result.rows[0]))
-    columns = {c.name: c for c in query.columns}
-    return ["".join(p.get("text") or p["shown"] for p in s) for s in findings(row, columns)]
-
-
-def test_kineto_only_and_verl_only_runs_get_headlines():
-    # tests/fixtures/golden/README.md derives these numbers: kineto ranks idle 0.4 and 0.1,
-    # compute 0.5 each; verl_log gen 9 of 20 s, steps 10 s, slowest shares 0.75 and 0.5,
-    # clip ratios 0.1 and 0.3, global_seqlen 120/100 and 100/100.
-    assert _summary_sentences("kineto") == [
-        "GPUs sat idle 25% of their profiled time on average (worst: rank 0, 40%).",
-        "Compute kernels ran 50% of the profiled GPU time; the rest went to communication, "
-        "memory copies and idling."]
-    assert _summary_sentences("verl_log") == [
-        "20% of responses hit the length cap and were cut short.",  # cap unknown: aside dropped
-        "The busiest DP rank carried 1.20× the mean rank's tokens in step 1, 1.10× on average.",
-        "Rollout generation took 45% of step time (a step took 10.0 s on average).",
-        "The slowest generation alone took 62% of the gen stage on average: the rollout waits "
-        "on its long tail."]
-    packed = _summary_sentences("packed")
-    assert packed[0] == ("Rollout engines sat idle 44% of each rollout on average waiting for the "
-                         "slowest engine, 50% in the worst one (step 1).")
-    assert "21% of responses hit the length cap (16 tokens) and were cut short." in packed
-    # From the stored simulation: round-robin saves 3 s x 8 GPUs = 0.0067 GPU-hours.
-    assert packed[-1] == ("Dispatching by round-robin would save 0.00667 GPU-hours over the run, "
-                          "10% of rollout time on 8 GPUs (the length-balanced oracle bound: 0.02 GPU-hours).")
-
-
 def test_run_page_offers_a_simulation_until_there_is_one(tmp_path, make_server):
     from polytrace.workload.whatif import simulate_and_store
 
@@ -233,3 +171,157 @@ def test_run_page_offers_a_simulation_until_there_is_one(tmp_path, make_server):
     page = httpx.get(f"{srv.url}/runs/{run_id}").text
     assert 'id="whatif-run"' not in page
     assert 'data-query="whatif"' in page and 'data-query="whatif_savings"' in page
+
+
+def test_b_against_a_in_words():
+    # Shares differ in percentage points, durations in readable units, the rest as they read.
+    assert difference("pct", 0.23, 0.35) == "+12 pp"
+    assert difference("pct", 0.0002, 0.0017) == "+0.1 pp"
+    assert difference("pct100", 50.0, 38.0) == "\u221212 pp"
+    assert difference("s", 46.0, 342.0) == "+296 s"
+    assert difference("us", 52e6, 51e6) == "\u22121.0 s"
+    assert difference("count", 4608, 5120) == "+512"
+    assert difference("x", 1.09, 1.07) == "\u22120.02×"
+    assert difference("pct", 0.5, 0.5) == "same"
+    assert difference("pct", None, 0.5) == ""
+    # B over A as a multiple; nothing when A is 0 or the sign flips.
+    assert ratio(100, 180) == "B is 1.8× A"
+    assert ratio(46.0, 342.0) == "B is 7.43× A"
+    assert ratio(3, 3) == "B equals A"
+    assert ratio(0, 5) == "" and ratio(-1, 2) == "" and ratio("a", 2) == ""
+
+
+def test_labels_and_captions_come_from_the_catalog_text():
+    # A run_summary column reads as the clause of its sentence that holds its number...
+    gen = ("sum(timing_s/gen) / sum(timing_s/step). Sentence: Rollout generation took {gen_share} of "
+           "step time (a step took {mean_step_s} on average).")
+    assert _label(gen, "gen_share") == "Rollout generation took … of step time"
+    dp = ("Largest imbalance. Sentence: The busiest DP rank carried {dp_max} the mean rank's tokens in "
+          "step {straggler_step}, {dp_mean} on average.")
+    assert _label(dp, "dp_max") == "The busiest DP rank carried … the mean rank's tokens"
+    # ...else as its description, up to its first qualification.
+    assert _label("Largest idle share of any rank; NULL with a single rank.", "worst") == \
+        "Largest idle share of any rank"
+    assert _label(None, "gpu_idle_rank") == "gpu idle rank"
+    # A chart's caption is its query's first sentence; the whole text sits behind "details".
+    assert caption("Per step, X. A high tail_ratio (e.g. 20) means Y.") == \
+        ("Per step, X.", "Per step, X. A high tail_ratio (e.g. 20) means Y.")
+    assert caption("One sentence only.") == ("One sentence only.", "")
+
+
+def test_a_findings_steps_in_words():
+    assert _step_span([2]) == "step 2"
+    assert _step_span([1, 10]) == "steps 1 and 10"
+    # A log's cut-short lines leave single steps out of a collapse: still one stretch.
+    assert _step_span([*range(12, 20), *range(21, 30)]) == "steps 12–29"
+    assert _step_span([*range(1, 26), *range(236, 262)]) == "steps 1–25 and 236–261"
+    assert _step_span([10, 20, 30, 40, 50]) == "5 steps from 10 to 50"
+    assert _step_span([]) == "" and _step_span(None) == ""
+
+
+def test_table_cells_read_by_fmt_with_all_for_whole_trace_rows():
+    assert table_cell(None, "step", "count") == {"text": "all", "n": True, "full": None}
+    assert table_cell(None, "rank", "count")["text"] == ""
+    assert table_cell(52e6, "dur_us", "us") == {"text": "52.0 s", "n": True, "full": None}
+    name = "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>>"
+    assert table_cell(name, "name", None) == {"text": name, "n": False, "full": name}
+
+
+def test_axis_titles_of_a_chars_run_say_chars():
+    stats = chart_info(get_query("length_stats"), {"run_id": "r"}, "chars")
+    assert stats["chart"]["ylabel"] == "response length (chars)"
+    assert stats["columns"]["response_p50"]["description"] == "Median response length (chars)."
+    hist = chart_info(get_query("length_histogram"), {"run_id": "r"}, "chars")
+    assert hist["chart"]["xlabel"] == "response length (chars, log2 bins)"
+    # The catalog itself is untouched, and a tokens run reads tokens.
+    assert get_query("length_stats").chart["ylabel"] == "response length (tokens)"
+    assert chart_info(get_query("length_stats"), {"run_id": "r"})["chart"]["ylabel"] == "response length (tokens)"
+
+
+# A verl log whose mean response length falls from hundreds of tokens to 1 at step 5.
+COLLAPSE = "".join(
+    f"step:{i} - response_length/mean:{m} - response_length/max:{2 * m} - timing_s/gen:6.0 - timing_s/step:10.0\n"
+    for i, m in enumerate([120, 300, 400, 350, 1, 1, 1, 1, 1, 1], 1))
+
+
+def _finding_items(html: str) -> list[tuple[str, str]]:
+    return re.findall(r'<li class="finding sev-\w+" data-kind="(\w+)" data-severity="(\w+)">', html)
+
+
+def test_run_page_says_what_the_findings_say(tmp_path, make_server):
+    log = tmp_path / "collapse.output.log"
+    log.write_text(COLLAPSE)
+    quiet = tmp_path / "quiet.output.log"
+    quiet.write_text("step:1 - timing_s/gen:6.0 - timing_s/step:10.0\n")
+    db, (_, run_id, quiet_id) = tiny_run(tmp_path, log, quiet)
+    srv = make_server(db=str(db))
+    found = httpx.get(f"{srv.url}/api/runs/{run_id}/findings").json()["findings"]
+    assert [f["kind"] for f in found] == ["collapse", "length_drift"]
+    page = httpx.get(f"{srv.url}/runs/{run_id}").text
+    # The same list as the API, most severe first, each sentence as the API words it.
+    assert _finding_items(page) == [(f["kind"], f["severity"]) for f in found]
+    for f in found:
+        assert html.escape(f["text"], quote=False) in page
+    assert '<span class="badge sev-critical">critical</span>' in page
+    # The evidence is the proving query's page over the same parameters, named by its title.
+    assert (f'<a class="evidence" href="/queries/metric?run_id={run_id}&amp;key=response_length/mean" '
+            f'data-api="/api/queries/metric?run_id={run_id}&amp;key=response_length/mean">One metric over steps</a>'
+            ) in page
+    assert 'data-from="5" data-to="10"' in page and ">steps 5–10</button>" in page
+    # The charts get each finding's steps to mark.
+    marks = json.loads(re.search(r'id="marks-json">(.*?)</script>', page).group(1))
+    assert marks == {run_id: [{k: f[k] for k in ("kind", "severity", "steps")} for f in found]}
+    assert "Headline findings" not in page
+    # A run with nothing to report says so, in one line.
+    quiet_page = httpx.get(f"{srv.url}/runs/{quiet_id}").text
+    assert _finding_items(quiet_page) == []
+    assert '<p class="empty nothing-unusual">Nothing unusual in these numbers.</p>' in quiet_page
+
+
+def test_a_run_measured_in_chars_says_so(tmp_path, make_server):
+    db, (run_id,) = tiny_run(tmp_path)
+    con = store.open(db)
+    try:
+        # runs.length_unit is optional: a database without the column reads tokens.
+        con.execute("ALTER TABLE runs ADD COLUMN IF NOT EXISTS length_unit VARCHAR")
+        con.execute("UPDATE runs SET length_unit = 'chars'")
+    finally:
+        con.close()
+    srv = make_server(db=str(db))
+    page = httpx.get(f"{srv.url}/runs/{run_id}").text
+    assert "lengths in characters" in page
+    charts = json.loads(re.search(r'id="charts-json">(.*?)</script>', page).group(1))
+    stats = next(c for c in charts if c["name"] == "length_stats")
+    assert stats["chart"]["ylabel"] == "response length (chars)"
+    assert not any("(tokens" in (c["chart"].get("ylabel") or "") + (c["chart"].get("xlabel") or "")
+                   for c in charts)
+
+
+def test_compare_page_words_b_against_a_and_shows_fidelity_on_request(tmp_path, make_server):
+    a_log, b_log = tmp_path / "a.output.log", tmp_path / "b.output.log"
+    a_log.write_text("".join(f"step:{i} - timing_s/gen:6.0 - timing_s/step:10.0\n" for i in (1, 2)))
+    b_log.write_text("".join(f"step:{i} - timing_s/gen:9.0 - timing_s/step:20.0\n" for i in (1, 2)))
+    db, (_, a, b) = tiny_run(tmp_path, a_log, b_log)
+    srv = make_server(db=str(db))
+    page = httpx.get(f"{srv.url}/compare", params={"a": a, "b": b}).text
+    # gen share 60% against 45%; a step 10 s against 20 s.
+    row = re.search(r'<tr data-col="gen_share">(.*?)</tr>', page).group(1)
+    assert re.findall(r"<td[^>]*>([^<]*)</td>", row) == [
+        "Rollout generation took … of step time", "60%", "45%", "\u221215 pp", "B is 0.75× A"]
+    row = re.search(r'<tr data-col="mean_step_s">(.*?)</tr>', page).group(1)
+    assert re.findall(r"<td[^>]*>([^<]*)</td>", row)[1:] == ["10.0 s", "20.0 s", "+10.0 s", "B is 2× A"]
+    # Both runs' findings side by side.
+    assert 'id="findings-a"' in page and 'id="findings-b"' in page
+    # The replay fidelity reads A as a replay of B: only when asked for.
+    assert 'data-query="fidelity"' not in page and "Show the replay fidelity" in page
+    asked = httpx.get(f"{srv.url}/compare", params={"a": a, "b": b, "fidelity": 1}).text
+    assert 'data-query="fidelity"' in asked
+    assert "is read as the replay (the benchmark run)" in asked and "as the formal run it replays" in asked
+
+
+def test_runs_page_offers_the_upload_fields_the_api_takes(make_server):
+    page = httpx.get(make_server().url + "/").text
+    options = re.findall(r'<option value="([^"]*)"', re.search(r'<select id="format".*?</select>', page, re.S).group(0))
+    assert options == ["", *(f.name for f in FORMATS)]
+    assert 'id="max-response-len"' in page and 'id="gpus"' in page and 'id="folder-input" webkitdirectory' in page
+    assert '<a href="/docs">API docs</a>' in page

@@ -1,7 +1,8 @@
 "use strict";
 // One renderer for every chart: it reads a query's @chart spec (kind, x, y, z, color,
 // xlabel, ylabel, title) and the rows the REST API returns, and draws them with Plotly.
-// Charts whose x is the training step share one step range on the page.
+// Charts whose x is the training step share one step range on the page, and mark the steps
+// the run's findings are about.
 const PolyCharts = (() => {
   const PALETTES = {
     light: ["#2f6fb0", "#e4761b", "#3a9a4a", "#d2424c", "#8463b5", "#1b9e9e", "#b8961a",
@@ -9,21 +10,29 @@ const PolyCharts = (() => {
     dark: ["#6aa8e8", "#f5a04d", "#6cc56f", "#f07178", "#b594e6", "#4fd1c5", "#e6c84d",
            "#f08ac2", "#b0b0b0", "#c49c94"],
   };
+  const MARK_AXIS = "y5";  // the hidden 0-1 axis finding markers sit on
   const entries = [];
   let range = null;        // [lo, hi] of the selected steps, or null for all
   let bounds = null;       // [first, last] step on the page
+  let marks = {};          // run_id -> [{kind, severity, steps}]
   const listeners = [];
 
   const scheme = () => matchMedia("(prefers-color-scheme: dark)").matches ? "dark" : "light";
   const palette = () => PALETTES[scheme()];
   const cssVar = name => getComputedStyle(document.documentElement).getPropertyValue(name).trim();
+  const severityColor = s => cssVar({critical: "--danger", warn: "--warn"}[s] || "--muted");
+
+  // Plotly reads a subset of HTML in every text it draws (names, tick labels, hover): whatever
+  // comes from the data goes in escaped, so a kernel named <a href=...> reads as text.
+  const esc = v => String(v ?? "").replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;");
 
   function column(data, name) {
     const i = data.columns.indexOf(name);
     return i < 0 ? [] : data.rows.map(r => r[i]);
   }
 
-  function rgba(hex, alpha) {
+  function rgba(color, alpha) {
+    const hex = color.startsWith("#") ? color : "#888888";
     const n = parseInt(hex.slice(1), 16);
     return `rgba(${n >> 16}, ${(n >> 8) & 255}, ${n & 255}, ${alpha})`;
   }
@@ -31,14 +40,21 @@ const PolyCharts = (() => {
   // "Median response length (tokens)." -> unit "tokens"; the column name reads as the label.
   function unitOf(info, col) {
     const d = (info.columns[col] || {}).description || "";
-    const m = d.match(/\(([^()]*)\)\.?\s*$/) || d.match(/\((tokens|s|seconds|ms|us|µs|%|GPU-hours)\)/);
+    const m = d.match(/\(([^()]*)\)\.?\s*$/) || d.match(/\((tokens|chars|s|seconds|ms|us|µs|%|GPU-hours)\)/);
     return m ? m[1] : "";
   }
   const pretty = col => String(col).replace(/_/g, " ");
+  // A column as a reader names it: no duration or share suffix (the axis or the value carries
+  // the unit); a percentage keeps its "%" (gpu_time has idle_us and idle_pct).
+  const WORDS = {dur: "duration", pct: "%"};
+  function label(col) {
+    const base = String(col).replace(/_(us|ms|s|frac)$/, "");
+    return base.split("_").map(w => WORDS[w] || w).join(" ");
+  }
   function axisTitle(info, col) {
     if (!col) return "";
     const unit = unitOf(info, col);
-    return unit ? `${pretty(col)} (${unit})` : pretty(col);
+    return unit ? `${label(col)} (${unit})` : label(col);
   }
   function yTitle(info) {
     const spec = info.chart;
@@ -59,10 +75,13 @@ const PolyCharts = (() => {
   const en = (v, opts) => v.toLocaleString("en-US", opts);
   const plain = v => Number.isInteger(v) ? en(v) :
     Math.abs(v) < 1000 ? en(v, {maximumSignificantDigits: 3}) : en(v, {maximumFractionDigits: 0});
-  const percent = p => `${Math.abs(p) >= 10 ? p.toFixed(0) : p.toFixed(1)}%`;
+  // 41%, 3.8%, and one significant digit below 0.1% (0.02%), never a 0.0% that is not 0
+  const percent = p => `${Math.abs(p) >= 10 ? p.toFixed(0) : p !== 0 && Math.abs(p) < 0.1 ? Number(p.toPrecision(1)) : p.toFixed(1)}%`;
 
   function duration(sec) {
     const a = Math.abs(sec);
+    if (a >= 3 * 3600) return `${en(sec / 3600, {maximumSignificantDigits: 3})} h`;
+    if (a >= 600) return `${en(sec / 60, {maximumFractionDigits: 0})} min`;
     if (a >= 100) return `${en(sec, {maximumFractionDigits: 0})} s`;
     if (a >= 1 || sec === 0) return `${sec.toFixed(1)} s`;
     if (a >= 1e-3) return `${en(sec * 1e3, {maximumSignificantDigits: 3})} ms`;
@@ -87,7 +106,7 @@ const PolyCharts = (() => {
       case "gpu_h": return `${Math.abs(v) >= 100 ? en(v, {maximumFractionDigits: 0}) : en(v, {maximumSignificantDigits: 3})} GPU-hours`;
       case "bytes": return bytes(v);
       case "tokens": case "count": return plain(v);
-      default: return Number.isInteger(v) ? String(v) : String(Number(v.toPrecision(4)));
+      default: return Number.isInteger(v) ? en(v) : en(v, {maximumSignificantDigits: 4});
     }
   }
 
@@ -133,11 +152,12 @@ const PolyCharts = (() => {
     const factor = new Map();
     for (const a of Object.values(scales)) for (const c of a.cols) if (c) factor.set(c, a.factor);
     return {
+      scales,
       scaled: col => {
         const f = factor.get(col) || 1;
         return v => (f !== 1 && typeof v === "number") ? v * f : v;
       },
-      text: col => v => fmtNumber(v, kindOf(info, col)),
+      text: col => v => esc(fmtNumber(v, kindOf(info, col))),
     };
   }
 
@@ -177,25 +197,26 @@ const PolyCharts = (() => {
     const parts = [];
     // A number needs its column's name ("dp rank 3"); a text value names itself.
     if (key !== null && key !== undefined) parts.push(typeof key === "number" ? `${pretty(spec.color)} ${key}` : String(key));
-    if ((spec.y || []).length > 1 || key === null) parts.push(pretty(y));
-    return parts.join(" · ");
+    if ((spec.y || []).length > 1 || key === null) parts.push(label(y));
+    return esc(parts.join(" · "));
   }
 
   // Hover shows each value by its column's fmt; charts with one hover box per x (line, band)
   // name the series, others also the x value.
   function hoverTemplate(spec, unified) {
-    return (unified ? "" : `${pretty(spec.x)} %{x}<br>`) + "%{fullData.name}: %{customdata}<extra></extra>";
+    return (unified ? "" : `${esc(label(spec.x))} %{x}<br>`) + "%{fullData.name}: %{customdata}<extra></extra>";
   }
 
   function xyTraces(spec, data, type, num) {
     const xi = data.columns.indexOf(spec.x), sx = num.scaled(spec.x);
+    const xval = v => typeof v === "string" ? esc(v) : sx(v);
     const out = [];
     for (const g of groups(data, spec.color)) {
       for (const y of spec.y || []) {
         const yi = data.columns.indexOf(y);
         if (yi < 0) continue;
         const sy = num.scaled(y), ty = num.text(y);
-        const t = {type, name: seriesName(spec, g.key, y), x: g.rows.map(r => sx(r[xi])),
+        const t = {type, name: seriesName(spec, g.key, y), x: g.rows.map(r => xval(r[xi])),
                    y: g.rows.map(r => sy(r[yi])), customdata: g.rows.map(r => ty(r[yi])),
                    hovertemplate: hoverTemplate(spec, type === "scatter")};
         if (type === "scatter") {
@@ -208,6 +229,9 @@ const PolyCharts = (() => {
     return out;
   }
 
+  // A row's every column, by fmt, as hover text.
+  const rowText = (data, num, r) => data.columns.map((c, i) => `${esc(label(c))}: ${num.text(c)(r[i])}`);
+
   // bar/stacked with `group`: one bar per group value side by side at each x, its y columns
   // stacked inside it (stacked) or next to each other (bar); one colour per group value, and
   // the `shade` columns drawn light and hatched in that colour. Hover lists the whole row.
@@ -216,7 +240,7 @@ const PolyCharts = (() => {
     const ys = (spec.y || []).filter(y => data.columns.includes(y));
     const out = [];
     groups(data, spec.group).forEach((g, k) => {
-      const color = pal[k % pal.length], name = `${pretty(spec.group)} ${g.key}`;
+      const color = pal[k % pal.length], name = esc(`${pretty(spec.group)} ${g.key}`);
       const base = g.rows.map(() => 0);
       ys.forEach((y, j) => {
         const yi = data.columns.indexOf(y), sy = num.scaled(y), vals = g.rows.map(r => sy(r[yi]));
@@ -228,8 +252,7 @@ const PolyCharts = (() => {
           marker: {color: light ? rgba(color, 0.16) : color,
                    line: {color, width: light ? 1 : 0},
                    pattern: light ? {shape: "/", fgcolor: rgba(color, 0.55), size: 6, solidity: 0.25} : undefined},
-          hovertext: g.rows.map(r => [`<b>${name} · ${pretty(y)}</b>`,
-            ...data.columns.map((c, i) => `${c}: ${num.text(c)(r[i])}`)].join("<br>")),
+          hovertext: g.rows.map(r => [`<b>${name} · ${esc(label(y))}</b>`, ...rowText(data, num, r)].join("<br>")),
           hoverinfo: "text",
         });
         if (spec.kind === "stacked") vals.forEach((v, i) => { base[i] += v || 0; });
@@ -238,24 +261,41 @@ const PolyCharts = (() => {
     return out;
   }
 
-  function bandTraces(spec, data, num) {
-    const base = palette()[0];
+  // band: quantile lines, lowest first, the space between them shaded in one colour.
+  function bandTraces(spec, data, num, base = palette()[0]) {
     const lift = scheme() === "dark" ? 0.14 : 0;  // fills read darker on a dark page
     const x = column(data, spec.x).map(num.scaled(spec.x));
     const ys = (spec.y || []).filter(y => data.columns.includes(y));
     return ys.map((y, i) => ({
-      type: "scatter", mode: x.length <= 24 ? "lines+markers" : "lines", name: pretty(y), x,
+      type: "scatter", mode: x.length <= 24 ? "lines+markers" : "lines", name: esc(label(y)), x,
       y: column(data, y).map(num.scaled(y)), customdata: column(data, y).map(num.text(y)),
       hovertemplate: hoverTemplate(spec, true),
       line: {color: i === 0 ? base : rgba(base, Math.max(0.35, 0.9 - 0.2 * i) + lift),
              width: i === 0 ? 2.5 : 1, dash: i === ys.length - 1 && ys.length > 2 ? "dot" : "solid"},
-      marker: {size: 4},
+      marker: {size: 4, color: base},
       fill: i === 0 ? "none" : "tonexty",
       fillcolor: rgba(base, Math.max(0.06, 0.32 - 0.09 * i) + lift),
     }));
   }
 
-  function heatmapTrace(spec, data, num) {
+  // Heatmap colours anchored to what the value means: a share on 0-100%, a signed percentage
+  // (an error) on ±100% around 0, a duration per step as a multiple of that step's mean.
+  const DIVERGING = () => scheme() === "dark"
+    ? [[0, "#6aa8e8"], [0.5, "#2a303b"], [1, "#f07178"]] : [[0, "#2f6fb0"], [0.5, "#f4f4f4"], [1, "#d2424c"]];
+  function heatScale(info, data) {
+    const spec = info.chart, kind = kindOf(info, spec.z), zs = column(data, spec.z).filter(Number.isFinite);
+    if (kind === "pct" || kind === "pct100") {
+      const full = kind === "pct" ? 1 : 100;
+      return zs.some(v => v < 0)
+        ? {zmin: -full, zmax: full, zmid: 0, colorscale: DIVERGING(), anchored: true}
+        : {zmin: 0, zmax: full, colorscale: "Viridis", anchored: true};
+    }
+    // ±20% of the step's mean: a rank that far off is a straggler; closer reads pale
+    if (kind in SECONDS && spec.x === "step") return {relative: true, zmin: 0.8, zmax: 1.2, colorscale: DIVERGING(), anchored: true};
+    return {colorscale: "Viridis"};
+  }
+
+  function heatmapTrace(spec, data, num, info) {
     const yCol = (spec.y || [])[0];
     const xs = [...new Set(column(data, spec.x))].sort((a, b) => a - b);
     const ys = [...new Set(column(data, yCol))].sort((a, b) => a - b);
@@ -263,31 +303,60 @@ const PolyCharts = (() => {
     const zi = data.columns.indexOf(spec.z);
     const z = ys.map(() => xs.map(() => null)), text = ys.map(() => xs.map(() => ""));
     const xPos = new Map(xs.map((v, i) => [v, i])), yPos = new Map(ys.map((v, i) => [v, i]));
-    const sz = num.scaled(spec.z), tz = num.text(spec.z);
+    const sz = num.scaled(spec.z), tz = num.text(spec.z), anchor = heatScale(info, data);
+    const mean = new Map();
+    if (anchor.relative) {
+      for (const x of xs) {
+        const vals = data.rows.filter(r => r[xi] === x && Number.isFinite(r[zi])).map(r => r[zi]);
+        mean.set(x, vals.reduce((a, b) => a + b, 0) / (vals.length || 1));
+      }
+    }
     for (const r of data.rows) {
-      z[yPos.get(r[yi])][xPos.get(r[xi])] = sz(r[zi]);
-      text[yPos.get(r[yi])][xPos.get(r[xi])] = tz(r[zi]);
+      const [row, col] = [yPos.get(r[yi]), xPos.get(r[xi])];
+      if (anchor.relative) {
+        const rel = Number.isFinite(r[zi]) && mean.get(r[xi]) ? r[zi] / mean.get(r[xi]) : null;
+        z[row][col] = rel;
+        text[row][col] = rel === null ? "" : `${tz(r[zi])} (${rel.toFixed(2)}× the step's mean)`;
+      } else {
+        z[row][col] = sz(r[zi]);
+        text[row][col] = tz(r[zi]);
+      }
     }
     const scale = num.scales.z, unit = scale.unit ? ` (${scale.unit})` : "";
-    return [{type: "heatmap", x: xs, y: ys.map(v => v === null ? "n/a" : String(v)), z, text, colorscale: "Viridis",
-             colorbar: {title: {text: pretty(spec.z) + unit, side: "right"}, thickness: 12,
-                        ...axisFormat(scale, unit)},
-             hovertemplate: `${pretty(spec.x)} %{x}<br>${pretty(yCol)} %{y}<br>` +
-                            `${pretty(spec.z)} %{text}<extra></extra>`}];
+    const title = anchor.relative ? `${esc(label(spec.z))} / the step's mean` : esc(label(spec.z)) + unit;
+    const {anchored, relative, ...colors} = anchor;
+    return [{type: "heatmap", x: xs, y: ys.map(v => v === null ? "n/a" : esc(v)), z, text, ...colors,
+             colorbar: {title: {text: title, side: "right"}, thickness: 12,
+                        ...(relative ? {ticksuffix: "×"} : axisFormat(scale, unit))},
+             hovertemplate: `${esc(label(spec.x))} %{x}<br>${esc(label(yCol))} %{y}<br>` +
+                            `${esc(label(spec.z))} %{text}<extra></extra>`}];
   }
 
-  // hist: with y, rows are bins (x) and counts (y), drawn with their cumulative share;
-  // without y, a histogram of the raw x values, one per color group.
-  function histTraces(spec, data, num) {
+  // Bins in order over two runs' histograms: by each label's leading number when they all have one.
+  function binOrder(lists) {
+    const all = [...new Set(lists.flat())], lead = s => parseFloat(String(s));
+    return all.every(v => Number.isFinite(lead(v))) ? all.sort((a, b) => lead(a) - lead(b)) : all;
+  }
+
+  // hist: with y, rows are bins (x) and counts (y), drawn with their cumulative share; as
+  // shares of the run's total when two runs of different sizes share the chart. Without y, a
+  // histogram of the raw x values, one per color group.
+  function histTraces(spec, data, num, opts = {}) {
     if (!(spec.y || []).length) {
       const xi = data.columns.indexOf(spec.x), sx = num.scaled(spec.x);
       return groups(data, spec.color).map(g => ({type: "histogram", x: g.rows.map(r => sx(r[xi])),
-        name: g.key === null ? pretty(spec.x) : `${pretty(spec.color)} ${g.key}`, opacity: 0.75}));
+        name: esc(g.key === null ? label(spec.x) : `${pretty(spec.color)} ${g.key}`), opacity: 0.75}));
     }
-    const x = column(data, spec.x).map(String);
+    const x = column(data, spec.x).map(esc);
     const out = xyTraces(spec, data, "bar", num).map(t => ({...t, x}));
     const counts = out.length ? out[0].y.map(v => v || 0) : [];
     const total = counts.reduce((a, b) => a + b, 0);
+    if (opts.share && total > 0) {
+      for (const t of out) {
+        t.customdata = t.y.map(v => `${percent(100 * (v || 0) / total)} (${plain(v || 0)} of ${plain(total)})`);
+        t.y = t.y.map(v => (v || 0) / total);
+      }
+    }
     if (total > 0) {
       let run = 0;
       out.push({type: "scatter", mode: "lines", name: "cumulative share", x, yaxis: "y2",
@@ -303,33 +372,77 @@ const PolyCharts = (() => {
     const [xi, yi, zi] = [spec.x, (spec.y || [])[0], spec.z].map(c => data.columns.indexOf(c));
     const sx = num.scaled(spec.x), sz = num.scaled(spec.z);
     return groups(data, spec.color).map(g => ({
-      type: "bar", orientation: "h", name: g.key === null ? pretty(spec.z) : String(g.key),
-      base: g.rows.map(r => sx(r[xi])), x: g.rows.map(r => sz(r[zi])), y: g.rows.map(r => `${pretty((spec.y || [])[0])} ${r[yi]}`),
-      hovertext: g.rows.map(r => data.columns.map((c, i) => `${c}: ${num.text(c)(r[i])}`).join("<br>")),
+      type: "bar", orientation: "h", name: esc(g.key === null ? label(spec.z) : g.key),
+      base: g.rows.map(r => sx(r[xi])), x: g.rows.map(r => sz(r[zi])),
+      y: g.rows.map(r => esc(`${pretty((spec.y || [])[0])} ${r[yi]}`)),
+      hovertext: g.rows.map(r => rowText(data, num, r).join("<br>")),
       hoverinfo: "text", marker: {line: {width: 0}},
     }));
   }
 
-  function traces(spec, data, num) {
+  function traces(info, data, num, opts = {}) {
+    const spec = info.chart;
     switch (spec.kind) {
       case "timeline": return timelineTraces(spec, data, num);
-      case "band": return bandTraces(spec, data, num);
+      case "band": return bandTraces(spec, data, num, opts.color);
       case "bar": case "stacked":
         return spec.group ? groupedBarTraces(spec, data, num) : xyTraces(spec, data, "bar", num);
-      case "heatmap": return heatmapTrace(spec, data, num);
-      case "hist": return histTraces(spec, data, num);
+      case "heatmap": return heatmapTrace(spec, data, num, info);
+      case "hist": return histTraces(spec, data, num, opts);
       default: return xyTraces(spec, data, "scatter", num);
     }
   }
 
-  function layout(info, data, scales) {
+  // ---- one step: bars, not a one-point line or a one-column heatmap -------------------------
+  function singleStep(entry) {
+    const {info, data} = entry, spec = info.chart;
+    if (entry.overlay || !info.linked || !["line", "band", "heatmap"].includes(spec.kind)) return null;
+    const xs = new Set(column(data, spec.x).filter(v => v !== null));
+    return xs.size === 1 ? [...xs][0] : null;
+  }
+
+  // line/band: one bar per series; heatmap: one bar per lane (y) with the z value.
+  function singleStepChart(info, data, num, scales, step, l) {
+    const spec = info.chart, pal = palette();
+    let x, y, text, valueScale, xTitle, yTitleText;
+    if (spec.kind === "heatmap") {
+      const yCol = (spec.y || [])[0], [yi, zi] = [yCol, spec.z].map(c => data.columns.indexOf(c));
+      const rows = [...data.rows].sort((a, b) => (a[yi] ?? 0) - (b[yi] ?? 0));
+      x = rows.map(r => esc(`${pretty(yCol)} ${r[yi]}`));
+      y = rows.map(r => num.scaled(spec.z)(r[zi]));
+      text = rows.map(r => num.text(spec.z)(r[zi]));
+      valueScale = scales.z;
+      xTitle = spec.ylabel || label(yCol);
+      yTitleText = retitle(axisTitle(info, spec.z), scales.z);
+    } else {
+      const ts = xyTraces({...spec, kind: "bar"}, data, "bar", num);
+      x = ts.map(t => t.name);
+      y = ts.map(t => t.y[0]);
+      text = ts.map(t => t.customdata[0]);
+      valueScale = scales.y;
+      xTitle = "";
+      yTitleText = retitle(yTitle(info), scales.y);
+    }
+    // lanes of one measure in one colour; different series in their own
+    const colors = spec.kind === "heatmap" ? pal[0] : x.map((_, i) => pal[i % pal.length]);
+    const trace = {type: "bar", x, y, customdata: text, marker: {color: colors},
+                   hovertemplate: "%{x}: %{customdata}<extra></extra>"};
+    l.title.text = `${esc(info.title)} · ${esc(spec.xlabel || label(spec.x))} ${esc(step)}`;
+    l.xaxis = {...l.xaxis, type: "category", title: {text: esc(xTitle), standoff: 8}, dtick: undefined, tickformat: undefined};
+    l.yaxis = {...l.yaxis, type: "linear", title: {text: esc(yTitleText), standoff: 8}, ...axisFormat(valueScale, yTitleText)};
+    if (valueScale.kind === "pct" || valueScale.kind === "pct100") l.yaxis.range = [0, valueScale.kind === "pct" ? 1 : 100];
+    l.showlegend = false;
+    return [trace];
+  }
+
+  function layout(info, data, scales, entry) {
     const spec = info.chart, fg = cssVar("--fg"), grid = cssVar("--grid");
     const xTitle = retitle(spec.xlabel || axisTitle(info, spec.x), scales.x);
     const yTitleText = retitle(yTitle(info), scales.y);
-    const axis = title => ({title: {text: title, standoff: 8}, gridcolor: grid, zerolinecolor: grid,
+    const axis = title => ({title: {text: esc(title), standoff: 8}, gridcolor: grid, zerolinecolor: grid,
                             linecolor: grid, automargin: true});
     const l = {
-      title: {text: info.title, x: 0.01, xanchor: "left", font: {size: 15}},
+      title: {text: esc(info.title), x: 0.01, xanchor: "left", font: {size: 15}},
       paper_bgcolor: "rgba(0,0,0,0)", plot_bgcolor: "rgba(0,0,0,0)",
       font: {family: "system-ui, -apple-system, Segoe UI, sans-serif", size: 12, color: fg},
       colorway: palette(), margin: {l: 56, r: 16, t: 64, b: 44},
@@ -356,12 +469,18 @@ const PolyCharts = (() => {
       l.yaxis2 = {...axis("cumulative share"), overlaying: "y", side: "right", range: [0, 1.02],
                   tickvals: [0, 0.25, 0.5, 0.75, 1], tickformat: ".0%", showgrid: false};
       l.margin.r = 56;
+      if (entry.overlay) {
+        l.yaxis = {...l.yaxis, ...axis(`share of ${yTitleText}`), tickformat: ".0%", separatethousands: false};
+        l.xaxis.categoryorder = "array";
+        l.xaxis.categoryarray = binOrder([data, entry.overlay.data].map(d => column(d, spec.x).map(esc)));
+      }
     }
     if (spec.kind === "timeline") {
       l.barmode = "overlay";
       l.yaxis.autorange = "reversed";
       l.hovermode = "closest";
     }
+    if (entry.logY) l.yaxis.type = "log";
     if (range && info.linked) l.xaxis.range = [range[0] - 0.5, range[1] + 0.5];
     return l;
   }
@@ -385,6 +504,98 @@ const PolyCharts = (() => {
     return l;
   }
 
+  // ---- findings on the step charts -----------------------------------------------------------
+  // A finding's steps as single steps (vertical lines) and runs of consecutive steps (shaded
+  // spans). One missing step inside a dense run is bridged: a log's cut-short lines leave such
+  // holes in a collapse.
+  function stepMarks(steps) {
+    const s = [...new Set((steps || []).filter(Number.isFinite))].sort((a, b) => a - b);
+    if (s.length <= 2) return {lines: s, spans: []};
+    const runs = [];
+    for (const v of s) {
+      const last = runs[runs.length - 1];
+      if (last && v - last[last.length - 1] <= 2) last.push(v); else runs.push([v]);
+    }
+    const lines = [], spans = [];
+    for (const run of runs) {
+      const [lo, hi] = [run[0], run[run.length - 1]];
+      if (run.length >= 2 && run.length / (hi - lo + 1) >= 0.75) spans.push([lo, hi]);
+      else lines.push(...run);
+    }
+    return {lines, spans};
+  }
+
+  // Shapes that draw an entry's findings and invisible-to-faint markers along the top that
+  // name each one on hover. A span over every step of the chart says nothing: left out.
+  function findingMarks(entry) {
+    const out = {shapes: [], annotations: [], traces: []};
+    if (!entry.info.linked) return out;
+    const sources = [[entry.info, entry.data, entry.overlay ? `${entry.label}: ` : ""]];
+    if (entry.overlay) sources.push([entry.overlay.info, entry.overlay.data, `${entry.overlay.label}: `]);
+    const heat = entry.info.chart.kind === "heatmap";
+    for (const [info, data, prefix] of sources) {
+      // the run's steps on this chart (before any zoom): a span over all of them localizes nothing
+      const xs = column(data, info.chart.x).filter(Number.isFinite);
+      if (!xs.length) continue;
+      const [first, last] = data.x_bounds || [Math.min(...xs), Math.max(...xs)];
+      for (const f of marks[info.params.run_id] || []) {
+        const color = severityColor(f.severity), name = esc(prefix + f.kind.replace(/_/g, " "));
+        let {lines, spans} = stepMarks(f.steps);
+        spans = spans.filter(([lo, hi]) => !(lo <= first && hi >= last));
+        lines = lines.filter(s => s >= first && s <= last);
+        const px = [], opacity = [];
+        spans.forEach(([lo, hi], i) => {
+          out.shapes.push({type: "rect", xref: "x", yref: "paper", x0: lo - 0.5, x1: hi + 0.5, y0: 0, y1: 1,
+                           fillcolor: rgba(color, heat ? 0.18 : 0.1), line: {width: heat ? 1 : 0, color, dash: "dot"},
+                           layer: heat ? "above" : "below", name: f.kind});
+          // one label per finding at its first span, stacked under the ones before it
+          if (!i) out.annotations.push({x: lo - 0.5, xref: "x", y: 1, yref: "paper", xanchor: "left", yanchor: "top",
+                                        yshift: -15 * out.annotations.length, text: name, showarrow: false,
+                                        font: {size: 10, color}, bgcolor: rgba(cssVar("--card"), 0.75)});
+          const every = Math.max(1, Math.ceil((hi - lo + 1) / 300));
+          for (let s = lo; s <= hi; s += every) { px.push(s); opacity.push(0); }
+        });
+        for (const s of lines) {
+          out.shapes.push({type: "line", xref: "x", yref: "paper", x0: s, x1: s, y0: 0, y1: 1, name: f.kind,
+                           line: {color, width: 1.5, dash: "dot"}, layer: "above"});
+          px.push(s);
+          opacity.push(1);
+        }
+        if (!px.length) continue;
+        out.traces.push({type: "scatter", mode: "markers", x: px, y: px.map(() => 1), yaxis: MARK_AXIS,
+                         name, showlegend: false, cliponaxis: false, meta: {finding: f.kind},
+                         marker: {symbol: "triangle-down", size: 9, color, opacity},
+                         hovertemplate: `<b>${name}</b> (${esc(f.severity)} finding)<extra></extra>`});
+      }
+    }
+    return out;
+  }
+
+  // ---- a long tail: a log-scale toggle -------------------------------------------------------
+  function tailed(entry) {
+    const spec = entry.info.chart;
+    if (!["line", "band", "hist", "bar"].includes(spec.kind) || spec.group || !(spec.y || []).length) return false;
+    const vals = [entry.data, entry.overlay?.data].filter(Boolean)
+      .flatMap(d => (spec.y || []).flatMap(y => column(d, y))).filter(Number.isFinite);
+    const pos = vals.filter(v => v > 0);
+    return !vals.some(v => v < 0) && pos.length > 1 && Math.max(...pos) / Math.min(...pos) >= 20;
+  }
+
+  function tools(entry) {
+    const box = entry.el.closest(".chart-card")?.querySelector(".tools");
+    if (!box || box.querySelector(".log-toggle") || !tailed(entry)) return;
+    const input = Object.assign(document.createElement("input"), {type: "checkbox"});
+    const lab = Object.assign(document.createElement("label"), {className: "log-toggle",
+                                                                title: "a long tail: read it on a log scale"});
+    lab.append(input, " log scale");
+    input.addEventListener("change", async () => {
+      entry.logY = input.checked;
+      if (entry.el.data) await relayoutSilently(entry, {"yaxis.type": entry.logY ? "log" : "linear", "yaxis.autorange": true});
+      entry.el.dataset.logY = entry.logY ? "1" : "0";
+    });
+    box.appendChild(lab);
+  }
+
   const config = info => ({
     responsive: true, displaylogo: false,
     // No cloud sharing: the dashboard never sends data off the machine.
@@ -392,18 +603,24 @@ const PolyCharts = (() => {
     toImageButtonOptions: {format: "png", filename: `polytrace-${info.name}`, scale: 2},
   });
 
+  // A table: values by fmt, "all" for the step of a whole-trace row, long text cut with the
+  // whole of it on hover; it scrolls inside its card.
   function table(el, data, info, limit) {
     const t = document.createElement("table");
     t.className = "rows";
     const head = t.createTHead().insertRow();
-    for (const c of data.columns) head.appendChild(Object.assign(document.createElement("th"), {textContent: c}));
+    for (const c of data.columns) {
+      head.appendChild(Object.assign(document.createElement("th"), {
+        textContent: label(c), title: `${c}: ${(info.columns[c] || {}).description || ""}`}));
+    }
     const body = t.createTBody();
     for (const r of data.rows.slice(0, limit || 200)) {
       const tr = body.insertRow();
       r.forEach((v, i) => {
-        const td = tr.insertCell();
-        td.textContent = fmtNumber(v, kindOf(info, data.columns[i]));
-        if (typeof v === "number") td.className = "n";
+        const td = tr.insertCell(), c = data.columns[i];
+        td.textContent = v === null && c === "step" ? "all" : fmtNumber(v, kindOf(info, c));
+        if (typeof v === "number" || (v === null && c === "step")) td.className = "n";
+        else if (typeof v === "string" && v.length > 48) { td.className = "clip"; td.title = v; }
       });
     }
     el.replaceChildren(t);
@@ -426,28 +643,66 @@ const PolyCharts = (() => {
     return Promise.resolve();
   }
 
+  // A step chart's whole-run row (step NULL) is for tables, not for the step axis.
+  function stepRows(info, data) {
+    const xi = data.columns.indexOf(info.chart.x);
+    return info.linked && xi >= 0 ? {...data, rows: data.rows.filter(r => r[xi] !== null)} : data;
+  }
+
+  // A series with no value anywhere draws nothing and gets no legend entry.
+  const hasData = t => t.type === "heatmap" || (t.orientation === "h" ? t.x : (t.y || t.x) || []).some(v => v !== null && v !== undefined);
+
+  // The two runs of an overlaid chart: A's series, then B's in the colours after A's (a band or
+  // histogram in the second colour), dashed, so coinciding lines stay apart.
+  function overlaid(entry, data, num) {
+    const pal = palette(), spec = entry.info.chart;
+    const named = (label, t) => ({...t, name: `${label} · ${t.name}`});
+    const other = stepRows(entry.overlay.info, entry.overlay.data);
+    if (spec.kind === "band" || spec.kind === "hist") {
+      const side = (d, label, i, dash) => traces(entry.info, d, num, {color: pal[i], share: true}).map(t => {
+        const s = named(label, {...t, legendgroup: label});
+        if (t.type === "bar") return {...s, marker: {color: rgba(pal[i], 0.75)}, offsetgroup: label};
+        if (spec.kind === "hist") return {...s, line: {...t.line, color: pal[i], dash}};
+        return dash ? {...s, line: {...t.line, dash}} : s;
+      });
+      return [...side(data, entry.label, 0), ...side(other, entry.overlay.label, 1, "dash")];
+    }
+    const ts = traces(entry.info, data, num).filter(hasData);
+    const styled = (label, dash, shift) => (t, i) => ({...named(label, t),
+      line: {...t.line, color: pal[(i + shift) % pal.length], dash}, marker: {color: pal[(i + shift) % pal.length]}});
+    return [...ts.map(styled(entry.label, "solid", 0)),
+            ...traces(entry.info, other, num).map(styled(entry.overlay.label, "dash", ts.length))];
+  }
+
   function draw(entry) {
-    const {el, info, data} = entry;
-    if (!data.ok) return message(entry, "error-line", data.error);
+    const {el, info} = entry;
+    if (!entry.data.ok) return message(entry, "error-line", entry.data.error);
     note(entry);
+    const data = stepRows(info, entry.data);
     if (!data.rows.length) return message(entry, "empty", "No data for this run in this range.");
     if (info.chart.kind === "table") { table(el, data, info); return Promise.resolve(); }
     const scales = axisScales(info, entry.overlay ? [data, entry.overlay.data] : [data]);
-    const num = {...numbers(info, scales), scales};
+    const num = numbers(info, scales);
     entry.scales = scales;
-    let ts = traces(info.chart, data, num);
-    if (entry.overlay) {
-      const pal = palette();
-      // B's series take the colours after A's, and dashes, so coinciding lines stay apart.
-      const styled = (label, dash, shift) => (t, i) => ({...t, name: `${label} · ${t.name}`,
-        line: {...t.line, color: pal[(i + shift) % pal.length], dash},
-        marker: {color: pal[(i + shift) % pal.length]}});
-      ts = [...ts.map(styled(entry.label, "solid", 0)),
-            ...traces(info.chart, entry.overlay.data, num).map(styled(entry.overlay.label, "dash", ts.length))];
-    }
+    let l = layout(info, data, scales, entry);
+    const step = singleStep(entry);
+    let ts = step !== null ? singleStepChart(info, data, num, scales, step, l)
+      : entry.overlay ? overlaid(entry, data, num) : traces(info, data, num);
+    ts = ts.filter(hasData);
+    if (!ts.length) return message(entry, "empty", "No data for this run in this range.");
+    entry.anchored = ts.some(t => t.type === "heatmap" && (t.zmin !== undefined || t.zmid !== undefined));
     const shown = ts.filter(t => t.showlegend !== false && t.type !== "heatmap").map(t => t.name);
-    return Plotly.react(el, ts, placeLegend(layout(info, data, scales), shown), config(info)).then(() => {
+    if (step === null) l = placeLegend(l, shown);
+    const found = findingMarks(entry);
+    if (found.traces.length) {
+      l.shapes = found.shapes;
+      l.annotations = found.annotations;
+      l[`yaxis${MARK_AXIS.slice(1)}`] = {overlaying: "y", range: [0, 1.02], visible: false, fixedrange: true};
+      ts = [...ts, ...found.traces];
+    }
+    return Plotly.react(el, ts, l, config(info)).then(() => {
       if (!entry.listening) { el.on("plotly_relayout", ev => onZoom(entry, ev)); entry.listening = true; }
+      tools(entry);
     });
   }
 
@@ -527,37 +782,45 @@ const PolyCharts = (() => {
   }
 
   // Draw every chart of a page: charts = [{...info, data, el_id?, overlay?, label?}];
-  // each draws into #<el_id>, by default #chart-<name>.
-  async function page(charts) {
+  // each draws into #<el_id>, by default #chart-<name>. options.marks: run_id -> findings to
+  // mark on the step charts; options.range: the step range to open at.
+  async function page(charts, options = {}) {
+    marks = options.marks || {};
+    const other = o => o && {info: o, data: o.data, label: o.label};
     await Promise.all(charts.map(c => render(document.getElementById(c.el_id || "chart-" + c.name), c, c.data,
-                                             {overlay: c.overlay, label: c.label})));
+                                             {overlay: other(c.overlay), label: c.label})));
     bounds = stepBounds(entries);
-    listeners.forEach(fn => fn(range, bounds));
+    if (options.range && bounds) await setRange(...options.range);
+    else listeners.forEach(fn => fn(range, bounds));
     document.body.dataset.chartsReady = "1";
   }
 
   // Give side-by-side charts the same y (and colour) scale so that they compare by eye.
   // Each side may show durations in its own unit: ranges are compared in the columns' unit.
+  // Heatmaps on an anchored scale already share it.
   async function matchAxes(els) {
     const drawn = els.filter(el => el && el._fullLayout && el.data && el.data.length);
     if (drawn.length < 2) return;
-    const factor = (el, axis) => (entries.find(e => e.el === el)?.scales?.[axis] || {}).factor || 1;
+    const entryOf = el => entries.find(e => e.el === el);
+    const factor = (el, axis) => (entryOf(el)?.scales?.[axis] || {}).factor || 1;
     const heat = drawn.every(el => el.data[0].type === "heatmap");
     if (heat) {
+      if (drawn.some(el => entryOf(el)?.anchored)) return;
       const zs = drawn.flatMap(el => el.data[0].z.flat().filter(v => v !== null).map(v => v / factor(el, "z")));
       const lo = Math.min(...zs), hi = Math.max(...zs);
       for (const el of drawn) await Plotly.restyle(el, {zmin: lo * factor(el, "z"), zmax: hi * factor(el, "z")}, [0]);
       return;
     }
+    if (new Set(drawn.map(el => el._fullLayout.yaxis.type)).size > 1) return;
     const ranges = drawn.map(el => el._fullLayout.yaxis.range.map(v => v / factor(el, "y")));
     const r = [Math.min(...ranges.map(x => x[0])), Math.max(...ranges.map(x => x[1]))];
     for (const el of drawn) {
-      const entry = entries.find(e => e.el === el);
+      const entry = entryOf(el);
       if (entry) await relayoutSilently(entry, {"yaxis.range": r.map(v => v * factor(el, "y"))});
     }
   }
 
   matchMedia("(prefers-color-scheme: dark)").addEventListener("change", () => entries.forEach(draw));
 
-  return {page, setRange, matchAxes, onRange: fn => listeners.push(fn), entries};
+  return {page, setRange, matchAxes, onRange: fn => listeners.push(fn), entries, esc, fmtNumber};
 })();

@@ -1,5 +1,6 @@
 "use strict";
-// The step-range bar: two inputs that drive PolyCharts' shared step range and follow it.
+// The step-range bar: two inputs that drive PolyCharts' shared step range and follow it. The
+// range lives in the page's URL (step_from, step_to), so a reload or a shared link keeps it.
 const PolyRange = {
   bind(bar) {
     if (!bar) return;
@@ -16,6 +17,29 @@ const PolyRange = {
       const shown = range || bounds;
       if (shown) { from.value = shown[0]; to.value = shown[1]; }
       bar.dataset.range = range ? `${range[0]}-${range[1]}` : "all";
+      const url = new URL(location.href);
+      if (range) { url.searchParams.set("step_from", range[0]); url.searchParams.set("step_to", range[1]); }
+      else { url.searchParams.delete("step_from"); url.searchParams.delete("step_to"); }
+      if (url.href !== location.href) history.replaceState(history.state, "", url);
     });
+    // A finding's "steps a-b" shows those steps on every step chart.
+    for (const button of document.querySelectorAll("button.zoom")) {
+      button.addEventListener("click", () => {
+        PolyCharts.setRange(Number(button.dataset.from), Number(button.dataset.to));
+        bar.scrollIntoView({block: "start"});
+      });
+    }
+  },
+
+  // The step range the URL names, or null.
+  fromUrl() {
+    const q = new URLSearchParams(location.search);
+    const lo = parseInt(q.get("step_from"), 10), hi = parseInt(q.get("step_to"), 10);
+    return Number.isFinite(lo) && Number.isFinite(hi) ? [Math.min(lo, hi), Math.max(lo, hi)] : null;
+  },
+
+  // Draw a page's charts with its findings marked, at the URL's step range.
+  page(charts, marks) {
+    return PolyCharts.page(charts, {marks, range: PolyRange.fromUrl()});
   },
 };

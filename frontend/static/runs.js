@@ -71,6 +71,7 @@
     const status = $("upload-status");
     status.textContent = text;
     status.className = isError ? "status error-line" : "status";
+    showWarnings([]);
   }
 
   function progress(fraction, label) {
@@ -81,12 +82,37 @@
     $("progress-label").textContent = label || "";
   }
 
+  // The upload's form fields: the API's multipart names (POST /api/runs).
+  function fields() {
+    return {name: $("run-name").value.trim(), format: $("format").value,
+            max_response_len: $("max-response-len").value.trim(), n_gpus: $("gpus").value.trim()};
+  }
+
+  // What the API answered: the run it made (a link to it), what it loaded, every warning.
+  function showResult(status, body, count) {
+    const rows = Object.entries(body.rows || {}).map(([t, n]) => `${n.toLocaleString()} ${t}`).join(", ");
+    const box = $("upload-status");
+    box.className = "status";
+    const link = Object.assign(document.createElement("a"), {href: `/runs/${encodeURIComponent(body.run_id)}`,
+                                                             textContent: `run ${body.run_id}`, id: "new-run"});
+    box.replaceChildren(`${status === 201 ? "Ingested" : "Already ingested"} ${count} file(s) as `, link,
+                        ` (${body.format}${rows ? `: ${rows}` : ""}).`);
+    showWarnings(body.warnings || []);
+  }
+
+  function showWarnings(warnings) {
+    const list = $("upload-warnings");
+    list.replaceChildren(...warnings.map(w => Object.assign(document.createElement("li"), {textContent: w})));
+    list.hidden = !warnings.length;
+  }
+
+  // files: [{file, path}], path relative to what was picked or dropped: the server names a
+  // run after the folder every file came from.
   function upload(files) {
     if (!files.length) return;
     const form = new FormData();
-    for (const f of files) form.append("file", f, f.name);
-    const name = $("run-name").value.trim();
-    if (name) form.append("name", name);
+    for (const {file, path} of files) form.append("file", file, path || file.name);
+    for (const [k, v] of Object.entries(fields())) if (v) form.append(k, v);
     const xhr = new XMLHttpRequest();
     xhr.open("POST", "/api/runs");
     for (const [k, v] of Object.entries(authHeaders())) xhr.setRequestHeader(k, v);
@@ -99,9 +125,7 @@
       let body = {};
       try { body = JSON.parse(xhr.responseText); } catch { body = {error: `${xhr.status} ${xhr.statusText}`}; }
       if (xhr.status < 300 && body.ok) {
-        const rows = Object.entries(body.rows || {}).map(([t, n]) => `${n.toLocaleString()} ${t}`).join(", ");
-        showStatus(`${xhr.status === 201 ? "Ingested" : "Already ingested"} ${files.length} file(s) as run ${body.run_id}` +
-                   (rows ? ` (${rows}).` : "."), false);
+        showResult(xhr.status, body, files.length);
         loadRuns(body.run_id);
       } else {
         showStatus(body.error || `upload failed: ${xhr.status} ${xhr.statusText}`, true);
@@ -113,9 +137,13 @@
     xhr.send(form);
   }
 
-  // A dropped folder arrives as a directory entry: read it (recursively) into files.
+  // A dropped folder arrives as a directory entry: read it (recursively) into files, each with
+  // its path inside the drop ("run/step_0.jsonl").
   async function entryFiles(entry) {
-    if (entry.isFile) return [await new Promise((ok, fail) => entry.file(ok, fail))];
+    if (entry.isFile) {
+      const file = await new Promise((ok, fail) => entry.file(ok, fail));
+      return [{file, path: entry.fullPath.replace(/^\/+/, "")}];
+    }
     const reader = entry.createReader(), out = [];
     for (;;) {
       const batch = await new Promise((ok, fail) => reader.readEntries(ok, fail));
@@ -126,16 +154,22 @@
 
   async function droppedFiles(dt) {
     const entries = [...(dt.items || [])].map(i => i.webkitGetAsEntry && i.webkitGetAsEntry()).filter(Boolean);
-    if (!entries.length) return [...dt.files];
+    if (!entries.length) return picked(dt.files);
     return (await Promise.all(entries.map(entryFiles))).flat();
   }
+
+  const picked = list => [...list].map(file => ({file, path: file.webkitRelativePath || file.name}));
 
   const zone = $("dropzone");
   for (const ev of ["dragenter", "dragover"]) zone.addEventListener(ev, e => { e.preventDefault(); zone.classList.add("over"); });
   for (const ev of ["dragleave", "drop"]) zone.addEventListener(ev, () => zone.classList.remove("over"));
   zone.addEventListener("drop", async e => { e.preventDefault(); upload(await droppedFiles(e.dataTransfer)); });
-  zone.addEventListener("keydown", e => { if (e.key === "Enter" || e.key === " ") $("file-input").click(); });
-  $("file-input").addEventListener("change", e => { upload([...e.target.files]); e.target.value = ""; });
+  zone.addEventListener("keydown", e => {
+    if (e.target === zone && (e.key === "Enter" || e.key === " ")) { e.preventDefault(); $("file-input").click(); }
+  });
+  for (const id of ["file-input", "folder-input"]) {
+    $(id).addEventListener("change", e => { upload(picked(e.target.files)); e.target.value = ""; });
+  }
 
   loadRuns();
 })();

@@ -2,10 +2,11 @@
 from __future__ import annotations
 
 import os
+import re
 from functools import partial
 from importlib import resources
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import urlencode, urlsplit
 
 import plotly
 from fastapi import APIRouter, FastAPI, Request
@@ -14,6 +15,7 @@ from fastapi.responses import FileResponse, HTMLResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
 
+from polytrace.ingest.registry import FORMATS
 from polytrace.queries.catalog import SECTIONS, Column, Query, load_catalog
 from polytrace.queries.display import MAX_POINTS
 from polytrace.queries.render import jsonable
@@ -21,8 +23,9 @@ from polytrace.queries.runner import QueryTimeout
 from polytrace.server.db import Database
 from polytrace.server.deps import DbDep, SettingsDep
 from polytrace.server.errors import ApiError, error_response
-from polytrace.server.headlines import findings, fmt
-from polytrace.server.routers.api import DISPLAY_PARAMS, chart_body
+from polytrace.server.headlines import difference, fmt, ratio
+from polytrace.server.responses import attachment
+from polytrace.server.routers.api import DISPLAY_PARAMS, chart_body, run_findings
 
 router = APIRouter(include_in_schema=False)
 # The raw views (query page, headline numbers): as many points as `_points` allows.
@@ -34,6 +37,11 @@ PLOTLY_JS = os.path.join(os.path.dirname(plotly.__file__), "package_data", "plot
 # The run page's chart sections, in the catalog's order: Runs and Findings are its headlines.
 RUN_SECTIONS = tuple(s for s in SECTIONS if s not in ("Runs", "Findings"))
 STEP_PARAMS = ("step_from", "step_to")
+# Compare: kinds whose two runs share one set of axes (the rest sit side by side).
+OVERLAID = ("line", "band", "hist")
+# A caption is a query description's first sentence; the rest is behind "details".
+_FIRST_SENTENCE = re.compile(r"^(.+?[.!?])\s+(?=[A-Z(`'\"])", re.S)
+_TOKENS = re.compile(r"\btokens\b")
 
 
 @router.get("/static/plotly.min.js")
@@ -68,14 +76,30 @@ async def chart_data(db: Database, settings, query: Query, params: dict[str, Any
     return body
 
 
-def chart_info(query: Query, params: dict[str, Any]) -> dict:
+def caption(description: str) -> tuple[str, str]:
+    """The one-line caption (the first sentence) and the full text when there is more."""
+    m = _FIRST_SENTENCE.match(description or "")
+    return (m.group(1), description) if m else (description or "", "")
+
+
+def in_unit(text: str | None, length_unit: str) -> str | None:
+    """An axis title for a run whose lengths are counted in `length_unit` ('tokens' or 'chars')."""
+    return _TOKENS.sub(length_unit, text) if text and length_unit != "tokens" else text
+
+
+def chart_info(query: Query, params: dict[str, Any], length_unit: str = "tokens") -> dict:
     """What the renderer needs besides rows: the spec, column docs and the REST URLs."""
     d = query.as_dict()
-    spec = query.chart or {"kind": "table"}
+    spec = dict(query.chart or {"kind": "table"})
+    for key in ("xlabel", "ylabel"):
+        if spec.get(key):
+            spec[key] = in_unit(spec[key], length_unit)
+    columns = {c["name"]: {**c, "description": in_unit(c.get("description"), length_unit)}
+               for c in d["columns"]}
+    lead, doc = caption(query.description)
     return {
         "name": query.name, "title": spec.get("title") or query.title, "section": query.section,
-        "caption": query.description, "chart": spec,
-        "columns": {c["name"]: c for c in d["columns"]},
+        "caption": lead, "doc": doc, "chart": spec, "columns": columns,
         "params": {k: v for k, v in params.items() if v not in (None, "")},
         "rest": {f: rest_url(query.name, params, None if f == "json" else f)
                  for f in ("json", "csv", "parquet")},
@@ -109,7 +133,7 @@ def compare_queries() -> list[Query]:
             and all(p.name in _run_key(q) or not p.required for p in q.params)]
 
 
-async def sections_for(db: Database, settings, run_id: str) -> list[dict]:
+async def sections_for(db: Database, settings, run_id: str, length_unit: str = "tokens") -> list[dict]:
     """The run page's sections in order, each with its charts that have data."""
     out = []
     for section in RUN_SECTIONS:
@@ -119,7 +143,7 @@ async def sections_for(db: Database, settings, run_id: str) -> list[dict]:
                 continue
             data = await chart_data(db, settings, q, {"run_id": run_id})
             if _has_data(data, q.chart):
-                charts.append({**chart_info(q, {"run_id": run_id}), "data": data})
+                charts.append({**chart_info(q, {"run_id": run_id}, length_unit), "data": data})
         if charts:
             out.append({"name": section, "charts": charts})
     return out
@@ -138,20 +162,70 @@ async def _runs(db: Database, settings) -> list[dict]:
     return [dict(zip(data["columns"], r)) for r in data["rows"]] if data else []
 
 
-async def _summary(db: Database, settings, run_id: str) -> dict:
-    """run_summary's one row with its column docs, and the sentences made from it."""
-    data = await _catalog_rows(db, settings, "run_summary", {"run_id": run_id})
-    if not data or not data["rows"]:
-        return {"row": {}, "sentences": [], "rest": None}
-    row = dict(zip(data["columns"], data["rows"][0]))
-    return {"row": row, "sentences": findings(row, _summary_columns()),
-            "rest": rest_url("run_summary", {"run_id": run_id})}
+def _length_unit_of(cur, run_id: str) -> str:
+    has = cur.execute("SELECT count(*) FROM information_schema.columns "
+                      "WHERE table_name = 'runs' AND column_name = 'length_unit'").fetchone()[0]
+    if not has:
+        return "tokens"  # a database from before runs.length_unit counted tokens
+    row = cur.execute("SELECT length_unit FROM runs WHERE run_id = ?", [run_id]).fetchone()
+    return "chars" if row and row[0] == "chars" else "tokens"
 
 
-def _summary_columns() -> dict[str, Column]:
-    """run_summary's columns (descriptions, fmt) by name; empty if a site's catalog lacks the query."""
-    query = load_catalog().get("run_summary")
-    return {c.name: c for c in query.columns} if query else {}
+async def _length_unit(db: Database, settings, run_id: str) -> str:
+    """'chars' for a run whose samples' lengths are characters (runs.length_unit), else 'tokens'."""
+    return await run_in_threadpool(db.read, partial(_length_unit_of, run_id=run_id),
+                                   settings.query_timeout_ms, f"run {run_id!r}")
+
+
+def _evidence(url: str | None) -> dict | None:
+    """A finding's evidence (a REST URL of a catalog query) as the dashboard links it: the
+    query's page over the same parameters, named by the query's title."""
+    if not url:
+        return None
+    parts = urlsplit(url)
+    name = parts.path.rsplit("/", 1)[-1]
+    query = load_catalog().get(name) if parts.path.startswith("/api/queries/") else None
+    if query is None:
+        return {"href": url, "api": url, "title": url}
+    return {"href": f"/queries/{name}" + (f"?{parts.query}" if parts.query else ""), "api": url,
+            "title": query.title}
+
+
+def _step_span(steps: list[int] | None) -> str:
+    """A finding's steps in words: runs of consecutive steps (one missing step bridged, as the
+    charts draw them) as "steps 12–261", two runs as "steps 1–25 and 236–261"."""
+    runs: list[list[int]] = []
+    for step in sorted({s for s in steps or [] if s is not None}):
+        if runs and step - runs[-1][-1] <= 2:
+            runs[-1].append(step)
+        else:
+            runs.append([step])
+    shown = [f"{r[0]:,}" if len(r) == 1 else f"{r[0]:,}–{r[-1]:,}" for r in runs]
+    if not runs:
+        return ""
+    if len(runs) == 1 and len(runs[0]) == 1:
+        return f"step {shown[0]}"
+    if len(runs) <= 3:
+        return "steps " + ", ".join(shown[:-1]) + (" and " if len(runs) > 1 else "") + shown[-1]
+    return f"{sum(map(len, runs)):,} steps from {runs[0][0]:,} to {runs[-1][-1]:,}"
+
+
+async def _findings(db: Database, settings, run_id: str) -> dict:
+    """The run's findings, most severe first: the list GET /api/runs/{id}/findings answers, each
+    with its evidence as a dashboard link and its steps in words."""
+    try:
+        found = await run_findings(db, settings, run_id)
+    except ApiError as e:
+        return {"items": [], "error": e.error}
+    items = [{**f, "evidence_link": _evidence(f.get("evidence")), "span": _step_span(f.get("steps")),
+              "step_range": [min(f["steps"]), max(f["steps"])] if f.get("steps") else None}
+             for f in found]
+    return {"items": items, "error": None}
+
+
+def _marks(findings: dict) -> list[dict]:
+    """What the charts mark of each finding: its kind, severity and steps."""
+    return [{k: f[k] for k in ("kind", "severity", "steps")} for f in findings["items"] if f.get("steps")]
 
 
 def _not_found(request: Request, what: str) -> HTMLResponse:
@@ -162,8 +236,9 @@ def _not_found(request: Request, what: str) -> HTMLResponse:
 
 @router.get("/", response_class=HTMLResponse)
 def runs_page(request: Request, settings: SettingsDep):
-    return templates.TemplateResponse(request, "runs.html",
-                                      {"needs_token": bool(settings.token)})
+    return templates.TemplateResponse(request, "runs.html", {
+        "needs_token": bool(settings.token),
+        "formats": [{"name": f.name, "description": f.description} for f in FORMATS]})
 
 
 async def _can_simulate(db: Database, settings, run_id: str) -> bool:
@@ -179,18 +254,21 @@ async def run_page(request: Request, run_id: str, db: DbDep, settings: SettingsD
     run = next((r for r in await _runs(db, settings) if r["run_id"] == run_id), None)
     if run is None:
         return _not_found(request, f"run {run_id!r}")
-    sections = await sections_for(db, settings, run_id)
+    unit = await _length_unit(db, settings, run_id)
+    sections = await sections_for(db, settings, run_id, unit)
+    findings = await _findings(db, settings, run_id)
     # No stored simulation yet: offer one when the run can have it and the server may write.
     offer = (all(s["name"] != "What if" for s in sections) and db.lake is None
              and await _can_simulate(db, settings, run_id))
     return templates.TemplateResponse(request, "run.html", {
-        "run": run, "summary": await _summary(db, settings, run_id), "sections": sections,
-        "whatif_offer": offer, "max_points": MAX_POINTS})
+        "run": run, "length_unit": unit, "findings": findings, "sections": sections,
+        "marks": {run_id: _marks(findings)}, "whatif_offer": offer, "max_points": MAX_POINTS})
 
 
 def _compare_cards(left: dict, right: dict) -> list[dict]:
-    """Pair run A's and B's charts by query: one overlaid chart where the kind allows it
-    (lines over the same axes), otherwise the two side by side."""
+    """Pair run A's and B's charts by query: one chart over both runs where the kind allows it
+    (lines and quantile bands over the same axes, histograms as shares), otherwise the two
+    side by side."""
     sections = []
     for section in RUN_SECTIONS:
         cards = []
@@ -198,50 +276,85 @@ def _compare_cards(left: dict, right: dict) -> list[dict]:
             a, b = left.get(name), right.get(name)
             if (a or b)["section"] != section:
                 continue
-            if a and b and a["chart"].get("kind") == "line":
+            if a and b and a["chart"].get("kind") in OVERLAID:
                 cards.append({"overlay": {**a, "el_id": f"chart-ab-{name}", "label": "A",
                                           "overlay": {**b, "label": "B"}}})
             else:
                 cards.append({"pair": [
                     {**c, "el_id": f"chart-{side}-{name}", "title": f"{side.upper()}: {c['title']}"}
-                    if c else {"missing": side.upper(), "name": name}
+                    if c else {"missing": side.upper(), "name": name, "title": (a or b)["title"]}
                     for side, c in (("a", a), ("b", b))]})
         if cards:
             sections.append({"name": section, "cards": cards})
     return sections
 
 
-def _summary_table(sa: dict, sb: dict) -> list[dict]:
+async def _summary(db: Database, settings, run_id: str) -> dict:
+    """run_summary's one row for a run, by column name (empty without one)."""
+    data = await _catalog_rows(db, settings, "run_summary", {"run_id": run_id})
+    return dict(zip(data["columns"], data["rows"][0])) if data and data["rows"] else {}
+
+
+def _summary_columns() -> dict[str, Column]:
+    """run_summary's columns (descriptions, fmt) by name; empty if a site's catalog lacks the query."""
+    query = load_catalog().get("run_summary")
+    return {c.name: c for c in query.columns} if query else {}
+
+
+def _label(description: str | None, name: str) -> str:
+    """A run_summary column as a row label, in the words of the catalog: the clause of the
+    column's 'Sentence:' template that holds it, with "…" for the number ("Rollout generation
+    took … of step time"); else its description before any template."""
+    text, _, template = (description or "").partition("Sentence:")
+    for clause in re.split(r"[,;:.]\s+|\.$", re.sub(r"\s*\([^()]*\)", "", template.strip())):
+        if f"{{{name}}}" in clause:
+            clause = clause.replace(f"{{{name}}}", "…").split("{")[0]
+            return re.sub(r"\s+(?:in|at|on)\s+(?:step|rank)\s*$", "", clause.strip())
+    return text.split("; ")[0].strip().rstrip(".") or name.replace("_", " ")
+
+
+def summary_table(row_a: dict, row_b: dict) -> list[dict]:
+    """Both runs' run_summary numbers by the columns' fmt, with B against A in words. Steps and
+    ranks named by a number (worst_idle_step, straggler_rank) get no difference."""
     rows = []
     for col, column in _summary_columns().items():
-        va, vb = sa["row"].get(col), sb["row"].get(col)
+        va, vb = row_a.get(col), row_b.get(col)
         if col == "run_id" or (va is None and vb is None):
             continue
-        rows.append({"col": col, "label": column.description.split(" Sentence:")[0].rstrip(". ") or col,
-                     "a": fmt(column.fmt, va), "b": fmt(column.fmt, vb), "a_value": va, "b_value": vb})
+        compared = column.fmt is not None and not col.endswith(("_step", "_rank"))
+        rows.append({"col": col, "label": _label(column.description, col), "doc": column.description,
+                     "a": fmt(column.fmt, va), "b": fmt(column.fmt, vb), "a_value": va, "b_value": vb,
+                     "delta": difference(column.fmt, va, vb) if compared else "",
+                     "ratio": ratio(va, vb) if compared else ""})
     return rows
 
 
 @router.get("/compare", response_class=HTMLResponse)
 async def compare_page(request: Request, db: DbDep, settings: SettingsDep,
-                       a: str | None = None, b: str | None = None):
+                       a: str | None = None, b: str | None = None, fidelity: bool = False):
     runs = await _runs(db, settings)
     by_id = {r["run_id"]: r for r in runs}
     ctx: dict[str, Any] = {"runs": runs, "a": by_id.get(a), "b": by_id.get(b), "sections": [],
-                           "two_run": [], "summary": [], "charts": [],
+                           "two_run": [], "summary": [], "charts": [], "findings": {}, "marks": {},
+                           "fidelity": fidelity, "fidelity_offer": False,
                            "missing": [x for x in (a, b) if x and x not in by_id]}
     if ctx["a"] and ctx["b"]:
-        ctx["summary"] = _summary_table(await _summary(db, settings, a),
-                                        await _summary(db, settings, b))
-        left = {c["name"]: c for s in await sections_for(db, settings, a) for c in s["charts"]}
-        right = {c["name"]: c for s in await sections_for(db, settings, b) for c in s["charts"]}
+        ctx["summary"] = summary_table(await _summary(db, settings, a), await _summary(db, settings, b))
+        ctx["findings"] = {"a": await _findings(db, settings, a), "b": await _findings(db, settings, b)}
+        ctx["marks"] = {a: _marks(ctx["findings"]["a"]), b: _marks(ctx["findings"]["b"])}
+        left = {c["name"]: c for s in await sections_for(db, settings, a, await _length_unit(db, settings, a))
+                for c in s["charts"]}
+        right = {c["name"]: c for s in await sections_for(db, settings, b, await _length_unit(db, settings, b))
+                 for c in s["charts"]}
         ctx["sections"] = _compare_cards(left, right)
-        for q in compare_queries():
+        # Queries over two runs (the replay fidelity) read A as the replay of B: only on request.
+        ctx["fidelity_offer"] = bool(compare_queries()) and not fidelity
+        for q in compare_queries() if fidelity else []:
             params = dict(zip(_run_key(q), (a, b)))
             data = await chart_data(db, settings, q, params)
             if _has_data(data, q.chart or {}):
                 ctx["two_run"].append({**chart_info(q, params), "data": data,
-                                       "el_id": f"chart-{q.name}"})
+                                       "el_id": f"chart-{q.name}", "roles": _run_key(q)})
         ctx["charts"] = ctx["two_run"] + [
             item for sec in ctx["sections"] for card in sec["cards"]
             for item in ([card["overlay"]] if "overlay" in card else card["pair"])
@@ -258,6 +371,17 @@ def catalog_page(request: Request):
                                       {"groups": [(s, qs) for s, qs in groups.items() if qs]})
 
 
+def table_cell(value: Any, column: str, kind: str | None) -> dict:
+    """A table cell as the dashboard shows it: by the column's fmt, 'all' for the step of a
+    whole-trace row; long text is cut on the page with the whole of it on hover."""
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if value is None:
+        text = "all" if column == "step" else ""
+    else:
+        text = fmt(kind, value) if kind and number else str(value)
+    return {"text": text, "n": number or text == "all", "full": text if len(text) > 48 else None}
+
+
 @router.get("/queries/{name}", response_class=HTMLResponse)
 async def query_page(request: Request, name: str, db: DbDep, settings: SettingsDep):
     query = load_catalog().get(name)
@@ -268,9 +392,12 @@ async def query_page(request: Request, name: str, db: DbDep, settings: SettingsD
     # The query page is the raw view: every row, nothing downsampled.
     asked = bool(request.query_params) or not query.params
     data = await chart_data(db, settings, query, params, EVERY_ROW) if ready and asked else None
+    kinds = {c.name: c.fmt for c in query.columns}
+    cells = [[table_cell(v, c, kinds.get(c)) for c, v in zip(data["columns"], r)]
+             for r in data["rows"][:500]] if data and data.get("ok") else []
     return templates.TemplateResponse(request, "query.html", {
         "query": query.as_dict(), "params": params, "runs": await _runs(db, settings),
-        "run_params": _run_key(query), "data": data,
+        "run_params": _run_key(query), "data": data, "cells": cells,
         "info": chart_info(query, params), "table_rows": 500})
 
 
@@ -289,7 +416,7 @@ async def perfetto_json(db: DbDep, settings: SettingsDep, run_id: str, rank: int
     except QueryTimeout as e:
         return error_response(504, str(e))
     name = f"polytrace-{run_id}-rank{doc['otherData']['rank']}-step{doc['otherData']['step']}.json"
-    return JSONResponse(doc, headers={"Content-Disposition": f'attachment; filename="{name}"'})
+    return JSONResponse(doc, headers=attachment(name))
 
 
 def mount(app: FastAPI) -> None:
