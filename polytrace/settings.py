@@ -53,6 +53,8 @@ class Settings(BaseSettings):
     # inserts them (JSON lines can parse to more Arrow bytes than they take): 2 GiB, what an
     # upload of plain files may hold (max_upload_bytes), admits every real trace seen so far.
     max_inflate_bytes: ByteSize = Field(ByteSize(2 * 1024**3), gt=0)
+    # A local tokenizer.json: verl rollout dumps count lengths in its tokens instead of characters.
+    tokenizer: Path | None = None
     # A directory of a site's own .sql queries in the catalog's format.
     extra_queries: Path | None = None
 

@@ -12,6 +12,7 @@ from fastapi.staticfiles import StaticFiles
 from swagger_ui_bundle import swagger_ui_path
 
 from polytrace import settings as polytrace_settings
+from polytrace.queries import overview
 from polytrace.server import errors
 from polytrace.server.db import Database
 from polytrace.server.responses import Json
@@ -27,6 +28,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or polytrace_settings.get()
     db = Database(settings.db, cache_rows=settings.result_cache_rows, lake=settings.lake)
     remove_stale()  # the temporary folders of uploads a killed server was receiving
+    if not settings.lake:  # runs an older catalog summed up get their overview line again
+        db.write(lambda cur: overview.refresh(cur, overview.stale(cur)))
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):

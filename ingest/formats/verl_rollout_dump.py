@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import re
 from functools import lru_cache
 from pathlib import Path
@@ -32,6 +31,7 @@ from typing import Any
 import msgspec
 import pyarrow as pa
 
+from polytrace import settings
 from polytrace.ingest.canonical import KEY_TYPES, samples_table, table
 from polytrace.ingest.contract import Format, IngestError, Parsed, Sample
 from polytrace.ingest.jsonl import SmallInt, line_numbered
@@ -122,7 +122,8 @@ class Groups:
 
 
 def tokenizer_path() -> str | None:
-    return os.environ.get(TOKENIZER_VARIABLE) or None
+    path = settings.get().tokenizer
+    return str(path) if path else None
 
 
 @lru_cache(maxsize=2)

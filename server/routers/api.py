@@ -18,6 +18,7 @@ from polytrace.ingest.contract import IngestError
 from polytrace.ingest.load import DiskFull, IngestResult, RunConflict, ingest_paths
 from polytrace.ingest.run_facts import GIVEN_RUN_FACTS
 from polytrace.queries import display, render
+from polytrace.queries import overview
 from polytrace.queries.findings import collect, finding_queries
 from polytrace.queries.catalog import ParamError, Query, bind, get_query, load_catalog
 from polytrace.queries.runner import Answer, BadValue, Limits, QueryTimeout
@@ -251,6 +252,7 @@ def _simulate(run_id: str, cur) -> dict:
             rows = simulate.simulate(simulate.load_steps(cur, run_id), model, policies)
         calibration = H200_REPLAY_GRID.source if cal is None else "log"
         stored = store(cur, run_id, rows, calibration, None if cal is None else cal.forecast)
+        overview.refresh(cur, [run_id])
     except WorkloadError as e:
         raise ApiError(409, str(e)) from None
     return {"ok": True, "run_id": run_id, "rows": stored, "policies": policies, "calibration": calibration}
@@ -321,10 +323,13 @@ def _ingest_upload(upload: Upload, name: str | None, fmt: str | None, overrides:
     target = upload.files[0] if len(upload.files) == 1 else upload.folder
     names = {upload.folder: upload.folder.name, **dict(zip(upload.files, upload.client_names))}
     try:
-        return ingest_paths(cur, [target], name=name, format=fmt, run_overrides=overrides,
-                            names=names, option_words=_form_field, trusted=False)
+        result = ingest_paths(cur, [target], name=name, format=fmt, run_overrides=overrides,
+                              names=names, option_words=_form_field, trusted=False)
     except IngestError as e:
         raise ApiError(_ingest_status(e), e.worded(_form_field)) from None
+    if not result.existing:
+        overview.refresh(cur, result.run_ids)
+    return result
 
 
 def _ingest_status(e: IngestError) -> int:
