@@ -56,10 +56,12 @@ def problem(con: duckdb.DuckDBPyConnection) -> str | None:
     if version > SCHEMA_VERSION:
         return (f"written by a newer PolyTrace (schema {version}; this one reads {SCHEMA_VERSION}): "
                 "upgrade PolyTrace")
-    if (version < SCHEMA_VERSION or meta.get("aggregates") != aggregates.digest()
-            or meta.get("schema") != schema_digest()):
+    if version < SCHEMA_VERSION:
         return (f"written by an older PolyTrace (schema {version}, this one reads {SCHEMA_VERSION}); "
                 + UPGRADE_HINT.format(path=_path(con)))
+    if meta.get("aggregates") != aggregates.digest() or meta.get("schema") != schema_digest():
+        return ("its tables or per-step aggregates were written by another PolyTrace build than this "
+                "one; " + UPGRADE_HINT.format(path=_path(con)))
     return None
 
 

@@ -21,6 +21,7 @@ from polytrace import store
 from polytrace.cli import main as cli_main
 from polytrace.ingest import registry
 from polytrace.ingest.load import ingest_paths
+from polytrace.queries import overview
 from polytrace.queries.catalog import load_catalog
 from polytrace.settings import Settings
 from tests.conftest import FIXTURES, SHARED_DATA, LiveServer, skip_for_data
@@ -61,6 +62,7 @@ def _ingest_all(db) -> dict[str, str]:
                 (folder / name).write_bytes(data)
             result = ingest_paths(con, [folder / a for a in sample.args], force=True)
             runs[f"sample:{fmt.name}"] = result.run_id
+        overview.refresh(con, overview.stale(con))  # as every writer does (the server at start)
     finally:
         con.close()
     return runs
