@@ -1,11 +1,20 @@
 """GPU idle time from Kineto traces: HTA's TraceAnalysis + get_temporal_breakdown vs PolyTrace ingest + gpu_time.
 
 Each side runs as its own subprocess on the same generated traces (bench/kineto_traces.py:
-the shared trace_filter ranks replicated into more profiler steps). Prints wall time,
-throughput in MB/s of uncompressed JSON, peak RSS, their ratios, and the idle-time
-agreement. Both sides parse rank files in a process pool (PolyTrace forks one worker per
-core), so peak RSS is shown two ways: the largest single process (getrusage) and the whole
-process tree (sampled from /proc every 0.1 s; shared pages count once per process).
+the shared trace_filter ranks replicated into more profiler steps, copied under more ranks).
+Prints wall time (interpreter start to exit), throughput in MB/s of uncompressed JSON, peak
+RSS, their ratios, and the idle-time agreement. Peak RSS is shown two ways: the largest
+single process (getrusage) and the whole process tree (sampled from /proc every 0.1 s;
+shared pages count once per process). CPU seconds count every process of a side, the
+parse workers a forkserver forks included (bench/cpu.py).
+
+Inside the PolyTrace process it also times a decode-only msgspec loop over the same bytes
+(each file's events decoded into typed structs, nothing kept): the reference decode limit.
+
+`--ranks 64 --gb 10` generates a big job (checking the disk first, deleting it afterwards
+unless --keep), ingests it, times gpu_time, gpu_stragglers and gpu_idle_heatmap through the
+query runner, and runs HTA on a ladder of smaller two-rank jobs up to --hta-max-gb, stopping
+at the first it cannot finish within --hta-max-rss-gb of process-tree RSS.
 """
 from __future__ import annotations
 
@@ -14,6 +23,8 @@ import compileall
 import json
 import os
 import resource
+import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -25,6 +36,9 @@ from polytrace import store
 ROOT = Path(__file__).resolve().parent.parent
 # this script's folder must not shadow the project's packages
 sys.path[0] = str(ROOT)
+from bench.cpu import cpu_s, descendants, tree_rss_mb  # noqa: E402  (needs the project root on sys.path)
+
+QUERIES = ("gpu_time", "gpu_stragglers", "gpu_idle_heatmap")
 
 
 def peak_rss_mb() -> float:
@@ -48,57 +62,66 @@ def child_hta(trace_dir: Path) -> dict:
 
 
 def child_polytrace(trace_dir: Path) -> dict:
-    from bench.cpu import cpu_s
     from polytrace.ingest.load import ingest_paths
-    from polytrace.queries.catalog import bind, get_query
-    from polytrace.queries.runner import run_bound
+    from polytrace.queries.catalog import get_query
+    from polytrace.queries.runner import run
 
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory(dir=trace_dir.parent) as tmp:
         con = store.open(Path(tmp) / "bench.duckdb")
         started, cpu = time.perf_counter(), cpu_s()
-        run = ingest_paths(con, [trace_dir]).run_id
+        run_id = ingest_paths(con, [trace_dir]).run_id
         ingested, ingest_cpu = time.perf_counter(), cpu_s() - cpu
-        query = get_query("gpu_time")
-        rows = run_bound(con, query, bind(query, {"run_id": run})).rows
+        query_s, rows = {}, {}
+        for name in QUERIES:
+            at = time.perf_counter()
+            rows[name] = run(con, get_query(name), {"run_id": run_id}).rows
+            query_s[name] = time.perf_counter() - at
         con.close()
-    return {"idle": {r[0]: [r[4], r[2]] for r in rows if r[1] is None},
-            "ingest_s": ingested - started, "ingest_cpu_s": ingest_cpu,
-            "query_s": time.perf_counter() - ingested}
+    return {"idle": {r[0]: [r[4], r[2]] for r in rows["gpu_time"] if r[1] is None},
+            "ingest_s": ingested - started, "ingest_cpu_s": ingest_cpu, "query_s": query_s}
 
 
-def tree_rss_mb(root: int) -> float:
-    """Resident memory of a process and all its descendants now (Linux /proc), in MB."""
-    children: dict[int, list[int]] = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            ppid = int(stat.read_text().rsplit(")", 1)[1].split()[1])
-        except (OSError, IndexError, ValueError):
-            continue
-        children.setdefault(ppid, []).append(int(stat.parent.name))
-    total, todo = 0, [root]
-    while todo:
-        pid = todo.pop()
-        todo += children.get(pid, [])
-        try:
-            total += int(Path(f"/proc/{pid}/statm").read_text().split()[1])
-        except (OSError, IndexError, ValueError):
-            pass
-    return total * os.sysconf("SC_PAGE_SIZE") / 1e6
+def child_decode(trace_dir: Path) -> dict:
+    """CPU seconds of decoding each file's events into the parser's typed structs with msgspec
+    and keeping nothing: the reference decode limit (run in a process of its own)."""
+    import msgspec
+
+    from polytrace.ingest.formats.kineto import Event
+
+    decoder = msgspec.json.Decoder(msgspec.defstruct("Doc", [("traceEvents", list[Event], [])]))
+    cpu = 0.0
+    for path in sorted(trace_dir.glob("*.json")):
+        data = path.read_bytes()
+        at = time.process_time()
+        decoder.decode(data)
+        cpu += time.process_time() - at
+    return {"decode_cpu_s": cpu, "idle": {}}
 
 
-def run_child(side: str, trace_dir: Path) -> dict:
-    """Run one side in a subprocess; wall time, and its process tree's RSS sampled every 0.1 s."""
+def run_child(side: str, trace_dir: Path, rss_limit_mb: float | None = None) -> dict | None:
+    """Run one side in a subprocess; wall time, and its process tree's RSS sampled every 0.1 s.
+    None when it fails, or is killed for passing rss_limit_mb."""
     started = time.perf_counter()
     proc = subprocess.Popen([sys.executable, __file__, "--child", side, str(trace_dir)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     tree_peak = 0.0
     while proc.poll() is None:
         tree_peak = max(tree_peak, tree_rss_mb(proc.pid))
+        if rss_limit_mb and tree_peak > rss_limit_mb:
+            for pid in [proc.pid, *descendants(proc.pid)]:  # HTA's parser pool too
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
+            proc.wait()
+            print(f"  {side}: killed at {tree_peak:.0f} MB of process-tree RSS", file=sys.stderr)
+            return None
         time.sleep(0.1)
     wall = time.perf_counter() - started
     stdout, stderr = proc.communicate()
     if proc.returncode != 0:
-        sys.exit(f"{side} failed:\n{stderr[-2000:]}")
+        print(f"  {side} failed:\n{stderr[-2000:]}", file=sys.stderr)
+        return None
     result = json.loads(stdout.strip().splitlines()[-1])
     result["wall_s"] = wall
     result["tree_mb"] = tree_peak
@@ -106,16 +129,23 @@ def run_child(side: str, trace_dir: Path) -> dict:
     return result
 
 
-def report(mb: float, hta: dict, ours: dict) -> None:
+def report(mb: float, hta: dict | None, ours: dict) -> None:
     print(f"input: {mb:.1f} MB of uncompressed Kineto JSON, {len(ours['idle'])} ranks")
     print(f"{'':12}{'wall s':>10}{'MB/s':>8}{'peak RSS, largest process MB':>31}{'peak RSS, process tree MB':>28}")
     for name, r in (("HTA 0.5", hta), ("PolyTrace", ours)):
-        print(f"{name:12}{r['wall_s']:>10.2f}{mb / r['wall_s']:>8.1f}{r['rss_mb']:>31.0f}{r['tree_mb']:>28.0f}")
+        if r:
+            print(f"{name:12}{r['wall_s']:>10.2f}{mb / r['wall_s']:>8.1f}{r['rss_mb']:>31.0f}{r['tree_mb']:>28.0f}")
+    decode = mb / ours["decode_cpu_s"]
     print(f"PolyTrace inside the process: ingest {ours['ingest_s']:.2f} s wall ({mb / ours['ingest_s']:.1f} MB/s), "
-          f"{ours['ingest_cpu_s']:.2f} s CPU over its processes ({mb / ours['ingest_cpu_s']:.1f} MB per CPU second; "
-          f"target >= 100); "
-          f"gpu_time {ours['query_s']:.2f} s")
-    print(f"speed-up (HTA wall / PolyTrace wall): {hta['wall_s'] / ours['wall_s']:.1f}x  (target >= 10x)")
+          f"{ours['ingest_cpu_s']:.2f} s CPU over its processes ({mb / ours['ingest_cpu_s']:.1f} MB per CPU "
+          f"second; target >= 150)")
+    print(f"decode-only msgspec loop over the same bytes: {decode:.1f} MB per CPU second; ingest / decode-only: "
+          f"{mb / ours['ingest_cpu_s'] / decode:.2f}")
+    print("queries through the runner: " + ", ".join(f"{q} {s:.3f} s" for q, s in ours["query_s"].items())
+          + "  (target < 1 s each)")
+    if not hta:
+        return
+    print(f"speed-up (HTA wall / PolyTrace wall): {hta['wall_s'] / ours['wall_s']:.1f}x  (target >= 20x)")
     print(f"memory (PolyTrace peak / HTA peak):   {ours['tree_mb'] / hta['tree_mb']:.2f} of the process trees, "
           f"{ours['rss_mb'] / hta['rss_mb']:.2f} of the largest processes  (target <= 0.5)")
     worst = 0.0
@@ -128,17 +158,45 @@ def report(mb: float, hta: dict, ours: dict) -> None:
     print(f"idle-time agreement: worst rank differs by {100 * worst:.3f}%  (target <= 1%)")
 
 
+def hta_ladder(work: Path, max_gb: float, rss_limit_gb: float) -> None:
+    """HTA on two-rank jobs of growing size until one fails, passes the RSS limit or max_gb."""
+    from bench.kineto_traces import generate
+
+    gb, finished = 0.25, None
+    while gb <= max_gb:
+        trace_dir = work / f"hta-{gb:g}gb"
+        paths = generate(trace_dir, gb * 1000 / 2, 2)
+        mb = sum(p.stat().st_size for p in paths) / 1e6
+        result = run_child("hta", trace_dir, rss_limit_gb * 1000)
+        shutil.rmtree(trace_dir, ignore_errors=True)
+        if result is None:
+            print(f"HTA at {mb / 1000:.2f} GB (2 ranks): did not finish within {rss_limit_gb:g} GB of RSS")
+            break
+        finished = mb
+        print(f"HTA at {mb / 1000:.2f} GB (2 ranks): {result['wall_s']:.1f} s wall ({mb / result['wall_s']:.1f} MB/s), "
+              f"peak RSS of the process tree {result['tree_mb'] / 1000:.2f} GB")
+        gb *= 2
+    if max_gb >= 0.25:
+        print(f"largest job HTA finished here: {finished / 1000:.2f} GB" if finished else "HTA finished no job")
+
+
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--mb", type=int, default=60, help="uncompressed MB per rank trace (default 60)")
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--mb", type=float, default=60, help="uncompressed MB per rank trace (default 60)")
+    ap.add_argument("--ranks", type=int, default=2, help="rank traces (default 2)")
+    ap.add_argument("--gb", type=float, help="total uncompressed GB over all ranks (instead of --mb); "
+                                             "HTA then runs on a ladder of smaller jobs")
     ap.add_argument("--work", type=Path, default=Path(tempfile.gettempdir()) / "polytrace-bench-kineto",
-                    help="where the generated traces are kept between runs")
+                    help="where the generated traces are written")
+    ap.add_argument("--keep", action="store_true", help="keep the generated traces of a --gb run")
     ap.add_argument("--runs", type=int, default=2, help="runs of each side; the fastest is reported")
+    ap.add_argument("--hta-max-gb", type=float, default=4, help="largest HTA job tried with --gb (default 4)")
+    ap.add_argument("--hta-max-rss-gb", type=float, default=16, help="HTA is stopped past this RSS (default 16)")
     ap.add_argument("--child", nargs=2, metavar=("SIDE", "DIR"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
         side, trace_dir = args.child[0], Path(args.child[1])
-        result = (child_hta if side == "hta" else child_polytrace)(trace_dir)
+        result = {"hta": child_hta, "polytrace": child_polytrace, "decode": child_decode}[side](trace_dir)
         result["rss_mb"] = peak_rss_mb()
         print(json.dumps(result))
         return
@@ -146,17 +204,40 @@ def main() -> None:
 
     # HTA is an installed package with its bytecode; PolyTrace is installed editable, and with
     # PYTHONDONTWRITEBYTECODE set (as here) Python would compile its modules on every run.
-    for package in ("ingest", "queries", "bench"):
+    for package in ("ingest", "queries", "bench", "store", "polytrace"):
         compileall.compile_dir(ROOT / package, quiet=1)
-    trace_dir = args.work / f"{args.mb}mb-per-rank"
-    paths = generate(trace_dir, args.mb)
+    mb_per_rank = args.gb * 1000 / args.ranks if args.gb else args.mb
+    args.work.mkdir(parents=True, exist_ok=True)
+    if args.gb:
+        free = shutil.disk_usage(args.work).free / 1e9
+        if free < 1.5 * args.gb + 2:
+            sys.exit(f"{free:.1f} GB free under {args.work}: a {args.gb:g} GB job needs {1.5 * args.gb + 2:.0f}")
+    trace_dir = args.work / f"{mb_per_rank:g}mb-x{args.ranks}"
+    paths = generate(trace_dir, mb_per_rank, args.ranks)
     mb = sum(p.stat().st_size for p in paths) / 1e6
-    runs = {"hta": [], "polytrace": []}
-    for _ in range(args.runs):
-        for side in runs:
-            runs[side].append(run_child(side, trace_dir))
-    hta, ours = (min(runs[side], key=lambda r: r["wall_s"]) for side in ("hta", "polytrace"))
-    report(mb, hta, ours)
+    try:
+        sides = ("polytrace",) if args.gb else ("hta", "polytrace")
+        runs = {side: [] for side in sides}
+        for _ in range(args.runs):
+            for side in sides:
+                result = run_child(side, trace_dir)
+                if result is None:
+                    sys.exit(f"{side} failed")
+                runs[side].append(result)
+        best = {side: min(rs, key=lambda r: r["wall_s"]) for side, rs in runs.items()}
+        best["polytrace"]["decode_cpu_s"] = run_child("decode", trace_dir)["decode_cpu_s"]
+        spread = {side: [round(r["wall_s"], 2) for r in rs] for side, rs in runs.items()}
+        report(mb, best.get("hta"), best["polytrace"])
+        print(f"wall of every run (s): {spread}")
+        if "hta" in runs:  # each round ran both sides back to back, under the same load
+            ratios = sorted(h["wall_s"] / o["wall_s"] for h, o in zip(runs["hta"], runs["polytrace"]))
+            print(f"HTA wall / PolyTrace wall, round by round: {' '.join(f'{r:.1f}' for r in ratios)} "
+                  f"(median {ratios[len(ratios) // 2]:.1f}x)")
+    finally:
+        if args.gb and not args.keep:
+            shutil.rmtree(trace_dir, ignore_errors=True)
+    if args.gb:
+        hta_ladder(args.work, args.hta_max_gb, args.hta_max_rss_gb)
 
 
 if __name__ == "__main__":

@@ -5,6 +5,7 @@ import argparse
 import gzip
 import json
 import re
+import shutil
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -60,24 +61,44 @@ def replicate(source: Path, out: Path, target_bytes: int) -> int:
     return out.stat().st_size
 
 
-def generate(out_dir: Path, mb_per_rank: int) -> list[Path]:
-    """One replicated trace per shared trace_filter rank, each at least mb_per_rank MB."""
+def generate(out_dir: Path, mb_per_rank: float, ranks: int = 2) -> list[Path]:
+    """`ranks` rank traces of at least mb_per_rank MB each: the shared trace_filter ranks
+    replicated, then copied under new ranks (distributedInfo.rank and the file name), so that
+    a 64-rank job takes two replications and 62 file copies rather than 64 replications."""
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = []
-    for src in SOURCES:
-        dest = out_dir / src.name.replace(".json.gz", ".json")
-        if not dest.exists() or dest.stat().st_size < mb_per_rank * 1e6:
+    for rank in range(ranks):
+        src = SOURCES[rank % len(SOURCES)]
+        dest = out_dir / f"sampled_rank-{rank}.json"
+        if dest.exists() and dest.stat().st_size >= mb_per_rank * 1e6:
+            paths.append(dest)
+            continue
+        if rank < len(SOURCES):
             replicate(src, dest, int(mb_per_rank * 1e6))
+        else:
+            renumber(paths[rank % len(SOURCES)], dest, rank)
         paths.append(dest)
     return paths
+
+
+_RANK = re.compile(rb'("distributedInfo": \{[^}]*"rank": )(\d+)')
+
+
+def renumber(template: Path, dest: Path, rank: int) -> None:
+    """A copy of a rank trace under another rank: its header rewritten, the events copied as bytes."""
+    with open(template, "rb") as src, open(dest, "wb") as out:
+        head = src.read(1 << 16)
+        out.write(_RANK.sub(lambda m: m.group(1) + str(rank).encode(), head, count=1))
+        shutil.copyfileobj(src, out, 16 << 20)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("out", type=Path)
-    ap.add_argument("--mb", type=int, default=60, help="uncompressed MB per rank file")
+    ap.add_argument("--mb", type=float, default=60, help="uncompressed MB per rank file")
+    ap.add_argument("--ranks", type=int, default=2, help="rank files (default 2)")
     args = ap.parse_args()
-    for p in generate(args.out, args.mb):
+    for p in generate(args.out, args.mb, args.ranks):
         print(p, p.stat().st_size)
 
 

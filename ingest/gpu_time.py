@@ -4,26 +4,32 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from polytrace import store
 from polytrace.ingest.columns import from_list
 
 COLUMNS = ("rank", "step", "include_last_step", "kernel_time_us", "busy_us", "compute_us")
 
 
-def union_us(ts: np.ndarray, end: np.ndarray) -> float:
-    """Length of the union of intervals [ts, end) given sorted by ts.
+def merged(ts: np.ndarray, end: np.ndarray) -> tuple[float, float]:
+    """HTA's merge_kernel_intervals over intervals [ts, end) sorted by ts: (busy, span).
 
-    Each interval adds only the part of it past every earlier interval's end.
+    An interval that starts after every earlier one has ended opens a group; a group reaches
+    its latest end. busy is the summed length of the groups, span from the first start to
+    the last group's end. For intervals of positive length busy is their union; an interval
+    that rounding to whole us left with end < ts counts negative, as in HTA.
     """
     if not len(ts):
-        return 0.0
-    reach = np.maximum.accumulate(end)
-    before = np.concatenate((ts[:1], reach[:-1]))
-    return float(np.maximum(end - np.maximum(ts, before), 0.0).sum())
+        return 0.0, 0.0
+    opens = np.empty(len(ts), dtype=bool)
+    opens[0] = True
+    opens[1:] = ts[1:] > np.maximum.accumulate(end)[:-1]
+    starts = np.flatnonzero(opens)
+    ends = np.maximum.reduceat(end, starts)
+    return float((ends - ts[starts]).sum()), float(ends[-1] - ts[0])
 
 
 def _row(ts: np.ndarray, end: np.ndarray, compute: np.ndarray) -> tuple[float, float, float]:
-    return (float(end.max() - ts.min()), union_us(ts, end), union_us(ts[compute], end[compute]))
+    busy, span = merged(ts, end)
+    return span, busy, merged(ts[compute], end[compute])[0]
 
 
 def step_time_rows(rank: int, ts: np.ndarray, dur: np.ndarray, compute: np.ndarray, step: np.ndarray,
@@ -52,13 +58,17 @@ def step_time_table(rows: list[tuple]) -> pa.Table:
 
 
 def fill_step_time(con, run_id: str) -> None:
-    """gpu_step_time of a run from its stored gpu_events, as the kineto parser computes it at ingest."""
+    """gpu_step_time of a run from its stored gpu_events, as the kineto parser computes it at
+    ingest (times rounded inward to whole us, as HTA reads them), less what gpu_events does
+    not keep: cuda_sync waits and events on streams past the INTEGER range."""
+    from polytrace import store  # where used: parse workers import this module, not DuckDB
+
     rows = []
     for (rank,) in con.execute("SELECT DISTINCT rank FROM gpu_events WHERE run_id = ? ORDER BY 1",
                                [run_id]).fetchall():
         ev = con.execute(
-            "SELECT ts_us, dur_us, category = 'compute', coalesce(step, 0), step IS NOT NULL, "
-            "hta_excluded FROM gpu_events WHERE run_id = ? AND rank = ? ORDER BY ts_us",
+            "SELECT ceil(ts_us), floor(ts_us + dur_us) - ceil(ts_us), category = 'compute', coalesce(step, 0), "
+            "step IS NOT NULL, hta_excluded FROM gpu_events WHERE run_id = ? AND rank = ? ORDER BY ts_us",
             [run_id, rank]).fetchnumpy()
         rows += step_time_rows(rank, *(np.asarray(a) for a in ev.values()))
     with store.registered(con, "_step_time", step_time_table(rows)):

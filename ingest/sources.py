@@ -8,9 +8,11 @@ for all its members together.
 """
 from __future__ import annotations
 
+import codecs
 import gzip
 import hashlib
 import io
+import itertools
 import shutil
 import tarfile
 import tempfile
@@ -29,6 +31,11 @@ from polytrace.ingest.contract import IngestError
 GZIP_MAGIC = b"\x1f\x8b"
 HEAD_BYTES = 64 * 1024
 BLOCK_BYTES = 1 << 20
+# Decompressed bytes a format decodes at a time: an ingest's memory is bounded by this batch
+# (and the compact Arrow tables it yields), not by the size of a file or what it inflates to.
+BATCH_BYTES = 8 << 20
+# One line longer than this is not a log line (and would defeat the batch bound).
+MAX_LINE_BYTES = 64 << 20
 ARCHIVE_SUFFIXES = (".tar.gz", ".tgz", ".tar", ".zip")
 ARCHIVE_SEPARATOR = "!"
 
@@ -90,8 +97,64 @@ def open_stream(path: Path) -> BinaryIO:
 
 
 def read_bytes(path: Path) -> bytes:
+    """The whole (decompressed) file in memory: only for inputs known to be small; formats
+    read through blocks() or line_blocks(), whose memory is one batch."""
     with open_stream(path) as f:
         return f.read()
+
+
+def blocks(path: Path, size: int | None = None) -> Iterator[bytes]:
+    """The file's bytes, decompressed under the inflate limit, `size` (BATCH_BYTES) at a time."""
+    size = size or BATCH_BYTES
+    with open_stream(path) as f:
+        while block := f.read(size):
+            yield block
+
+
+def line_blocks(path: Path, size: int | None = None) -> Iterator[tuple[int, bytes]]:
+    """(offset, block) for consecutive blocks of whole lines of about `size` (BATCH_BYTES) each; only the
+    last block may end without a newline. `offset` is where the block starts in the
+    (decompressed) file. A line longer than MAX_LINE_BYTES is an IngestError."""
+    offset, rest = 0, b""
+    for block in blocks(path, size):
+        data = rest + block if rest else block
+        cut = data.rfind(b"\n") + 1
+        if not cut:
+            if len(data) > MAX_LINE_BYTES:
+                raise IngestError(path, f"a line longer than {MAX_LINE_BYTES >> 20} MB at byte {offset}")
+            rest = data
+            continue
+        yield offset, data[:cut] if cut < len(data) else data
+        offset += cut
+        rest = data[cut:]
+    if rest:
+        yield offset, rest
+
+
+def text_stream(path: Path) -> BinaryIO:
+    """The (decompressed) file as a stream that raises the one-line UTF-8 error on the first
+    non-UTF-8 byte, for readers that take a stream (CSV): read a batch of lines at a time."""
+
+    def checked() -> Iterator[bytes]:
+        for offset, block in line_blocks(path):
+            check_utf8(block, path, offset)
+            yield block
+
+    return io.BufferedReader(_Joined(checked()), BLOCK_BYTES)
+
+
+@contextmanager
+def seekable(path: Path) -> Iterator[Path]:
+    """A path to the file's bytes that a reader may seek in (Parquet): the file itself, or for a
+    gzip file a temporary decompressed copy, written a block at a time under the inflate limit."""
+    if not is_gzip(path):
+        yield path
+        return
+    with tempfile.TemporaryDirectory(prefix="polytrace-inflated-") as tmp:
+        copy = Path(tmp) / path.name
+        with open(copy, "wb") as out:
+            out.writelines(blocks(path, BLOCK_BYTES))
+        yield copy
 
 
 def read_head(path: Path, n: int = HEAD_BYTES) -> bytes:
@@ -99,13 +162,32 @@ def read_head(path: Path, n: int = HEAD_BYTES) -> bytes:
         return f.read(n)
 
 
-def check_utf8(data: bytes, path: str | PurePath) -> None:
-    """Reject non-UTF-8 bytes, even where a decoder would skip them (fast path for ASCII)."""
+def check_utf8(data: bytes, path: str | PurePath, offset: int = 0) -> None:
+    """Reject non-UTF-8 bytes, even where a decoder would skip them (fast path for ASCII);
+    `data` starts at byte `offset` of the file."""
     if not data.isascii():
         try:
             data.decode("utf-8")
         except UnicodeDecodeError as e:
-            raise IngestError(path, f"not UTF-8 text (byte {e.start})") from None
+            raise IngestError(path, f"not UTF-8 text (byte {offset + e.start})") from None
+
+
+class Utf8Checker:
+    """check_utf8 over consecutive blocks of a file, which may cut a character in two."""
+
+    def __init__(self, path: str | PurePath):
+        self.path, self.offset = path, 0
+        self.decoder = codecs.getincrementaldecoder("utf-8")()
+
+    def __call__(self, block: bytes, final: bool = False) -> None:
+        pending = self.decoder.getstate()[0]
+        if pending or final or not block.isascii():
+            try:
+                self.decoder.decode(block, final)
+            except UnicodeDecodeError as e:
+                raise IngestError(self.path, f"not UTF-8 text (byte {self.offset - len(pending) + e.start})") \
+                    from None
+        self.offset += len(block)
 
 
 def sha256_file(path: Path) -> str:
@@ -307,7 +389,7 @@ def _spooled(archive: Source, member: str, stream: BinaryIO, spool: Spool, budge
     try:
         head = stream.read(2)
         if head == GZIP_MAGIC:
-            stream = gzip.GzipFile(fileobj=_Prefixed(head, stream), mode="rb")
+            stream = gzip.GzipFile(fileobj=_prefixed(head, stream), mode="rb")
             head = b""
         with open(to, "wb") as out:
             while block := head or stream.read(BLOCK_BYTES):
@@ -322,23 +404,30 @@ def _spooled(archive: Source, member: str, stream: BinaryIO, spool: Spool, budge
     return source
 
 
-class _Prefixed(io.RawIOBase):
-    """A stream with bytes already read from it put back in front."""
+class _Joined(io.RawIOBase):
+    """A read-only stream over consecutive byte blocks."""
 
-    def __init__(self, head: bytes, rest: BinaryIO):
-        self._head, self._rest = head, rest
+    def __init__(self, parts: Iterator[bytes]):
+        self._parts, self._part, self._at = parts, memoryview(b""), 0
 
     def readable(self) -> bool:
         return True
 
     def readinto(self, buffer) -> int:
-        if self._head:
-            n = min(len(buffer), len(self._head))
-            buffer[:n], self._head = self._head[:n], self._head[n:]
-            return n
-        data = self._rest.read(len(buffer))
-        buffer[:len(data)] = data
-        return len(data)
+        while self._at == len(self._part):
+            part = next(self._parts, None)
+            if part is None:
+                return 0
+            self._part, self._at = memoryview(part), 0
+        n = min(len(buffer), len(self._part) - self._at)
+        buffer[:n] = self._part[self._at:self._at + n]
+        self._at += n
+        return n
+
+
+def _prefixed(head: bytes, rest: BinaryIO) -> io.RawIOBase:
+    """A stream with bytes already read from it put back in front."""
+    return _Joined(itertools.chain([head], iter(lambda: rest.read(BLOCK_BYTES), b"")))
 
 
 def opened(sources: Iterator[Source], spool: Spool) -> Iterator[Source]:

@@ -15,11 +15,11 @@ import multiprocessing
 import multiprocessing.context
 import os
 import threading
-from collections import deque
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
-from multiprocessing import forkserver, popen_forkserver, spawn
+from multiprocessing import popen_forkserver, spawn
+from pathlib import Path
 from typing import Callable, Iterator
 
 from polytrace import settings
@@ -27,6 +27,11 @@ from polytrace.ingest.contract import IngestError
 
 # Imported once by the forkserver: the worker functions, and with them every format.
 PRELOAD = ["polytrace.ingest.parsing"]
+# Below this much input, one process parses faster than several (unless POLYTRACE_PARSE_JOBS
+# asks for workers): a forkserver takes ~0.3 CPU seconds to start (importing pyarrow, numpy
+# and the formats), about 100 MB of parsing, and on two cores it competes with the caller's
+# own parsing and hashing meanwhile.
+WORKERS_MIN_BYTES = 512 * 1024**2
 _in_worker = False
 
 
@@ -53,36 +58,163 @@ def gc_paused():
 def in_order(fn: Callable, calls: list[tuple[str, tuple]], n: int) -> Iterator:
     """fn(*args) for each (input name, args) of `calls`, the results in call order.
 
-    With n > 1 the calls run in n worker processes, at most n calls ahead of the consumer,
-    so that the consumer's work overlaps the next calls and memory stays bounded. `fn` is a
-    module-level function (one of a PRELOAD module starts warm); a worker's IngestError
+    With n > 1 the caller is one of n parsers. n - 1 worker processes start meanwhile (a
+    forkserver takes a few tenths of a second to import the formats) and then each takes
+    the next free call; the caller runs every call no worker has taken, and rather than wait
+    for a worker's result it runs a later free call and keeps that result until its turn.
+    Calls are handed out at most 2n ahead of the consumer, so memory stays bounded. `fn` is
+    a module-level function (one of a PRELOAD module starts warm); a worker's IngestError
     passes through, a dead worker becomes one.
     """
-    if n <= 1 or len(calls) < 2:
+    if n <= 1 or len(calls) < 2 or (settings.get().parse_jobs is None
+                                     and _input_bytes(calls) < WORKERS_MIN_BYTES):
         for _, args in calls:
             with gc_paused():
                 result = fn(*args)
             yield result
         return
-    env = _settings_env()
-    pool = _pool(min(n, len(calls)))
+    shared = _Shared(fn, calls, n)
+    threading.Thread(target=shared.feed, name="parse-feeder", daemon=True).start()
+    kept: dict[int, object] = {}  # results the caller made ahead of their turn
     try:
-        ahead: deque[tuple[str, Future]] = deque()
-        for name, args in calls:
-            ahead.append((name, pool.submit(_call, env, fn, args)))
-            if len(ahead) > n:
-                yield _result(*ahead.popleft())
-        while ahead:
-            yield _result(*ahead.popleft())
+        for i, (name, args) in enumerate(calls):
+            while i not in kept:
+                slot = shared.claim(i)
+                if slot is None or slot.done():
+                    kept[i] = _run(fn, args) if slot is None else _result(name, slot)
+                    break
+                ahead = shared.claim_ahead(i)
+                if ahead is None:
+                    kept[i] = _result(name, slot)
+                else:
+                    kept[ahead] = _run(fn, calls[ahead][1])
+                    shared.put_back(i, slot)
+            shared.consumed(i)
+            yield kept.pop(i)
     finally:
-        pool.shutdown(cancel_futures=True)
+        shared.close()
+
+
+def _run(fn: Callable, args: tuple):
+    with gc_paused():
+        return fn(*args)
+
+
+FREE, WORKER, CALLER = range(3)
+
+
+class _Shared:
+    """Who runs each call. A feeder thread starts the workers (blocking on the forkserver,
+    off the caller's path), then keeps each worker busy with the next free call within the
+    window; the caller claims the others."""
+
+    def __init__(self, fn: Callable, calls: list[tuple[str, tuple]], n: int):
+        self.fn, self.calls = fn, calls
+        self.env = _settings_env()
+        self.workers = min(n - 1, len(calls) - 1)
+        self.window = 2 * n
+        self.lock = threading.Condition()
+        self.state = [FREE] * len(calls)
+        self.done = 0  # calls the consumer has had
+        self.busy = 0  # calls in the workers' hands
+        self.slots: dict[int, Future] = {}
+        self.closed = False
+        self.pool: ProcessPoolExecutor | None = None
+
+    def claim(self, i: int) -> Future | None:
+        """Call i for the caller (None), or the slot of the worker that has it."""
+        with self.lock:
+            if self.state[i] == FREE:
+                self.state[i] = CALLER
+                return None
+            return self.slots.pop(i)
+
+    def put_back(self, i: int, slot: Future) -> None:
+        with self.lock:
+            self.slots[i] = slot
+
+    def claim_ahead(self, i: int) -> int | None:
+        """A free call after i within the window, now the caller's; None if there is none."""
+        with self.lock:
+            for j in range(i + 1, min(len(self.calls), self.done + self.window)):
+                if self.state[j] == FREE:
+                    self.state[j] = CALLER
+                    return j
+        return None
+
+    def consumed(self, i: int) -> None:
+        with self.lock:
+            self.done = i + 1
+            self.lock.notify_all()
+
+    def _next_free(self) -> int | None:
+        end = min(len(self.calls), self.done + self.window)
+        return next((j for j in range(self.done, end) if self.state[j] == FREE), None)
+
+    def feed(self) -> None:
+        try:
+            self.pool = _pool(self.workers)
+            # start every worker, and learn that they are ready, before handing out a call
+            for ping in [self.pool.submit(_ready) for _ in range(self.workers)]:
+                ping.result()
+            while True:
+                with self.lock:
+                    while not self.closed and FREE in self.state and (
+                            self.busy >= self.workers or self._next_free() is None):
+                        self.lock.wait()
+                    if self.closed or FREE not in self.state:
+                        return
+                    i, slot = self._next_free(), Future()
+                    self.state[i], self.slots[i] = WORKER, slot
+                    self.busy += 1
+                self._chain(self.pool.submit(_call, self.env, self.fn, self.calls[i][1]), slot)
+        except Exception as e:  # noqa: BLE001  (the pool broke: the caller runs the rest)
+            with self.lock:
+                for slot in self.slots.values():
+                    if not slot.done():
+                        slot.set_exception(e)
+        finally:
+            if self.closed and self.pool is not None:
+                self.pool.shutdown(wait=False, cancel_futures=True)
+
+    def _chain(self, source: Future, target: Future) -> None:
+        """When the worker's future is done: the slot gets its outcome, the feeder a free worker."""
+
+        def copy(f: Future) -> None:
+            with self.lock:
+                self.busy -= 1
+                self.lock.notify_all()
+            if f.cancelled():
+                target.set_exception(BrokenProcessPool("cancelled"))
+            elif f.exception() is not None:
+                target.set_exception(f.exception())
+            else:
+                target.set_result(f.result())
+
+        source.add_done_callback(copy)
+
+    def close(self) -> None:
+        with self.lock:
+            self.closed = True
+            self.lock.notify_all()
+        if self.pool is not None:
+            # workers still starting need not hold up the caller: they exit on their own
+            self.pool.shutdown(wait=False, cancel_futures=True)
+
+
+def _ready() -> bool:
+    return True
 
 
 def warm() -> None:
-    """Start the forkserver now, so that it imports the ingest modules while the caller reads
-    its inputs rather than when the first pool needs it (once per process)."""
-    _context()
-    forkserver.ensure_running()
+    """Nothing, now: in_order starts the forkserver once it is worth it, while the caller
+    parses the first inputs itself. (Starting it earlier took CPU from hashing and parsing
+    on ingests too small to use it.)"""
+
+
+def _input_bytes(calls: list[tuple[str, tuple]]) -> int:
+    """Bytes of the files the calls name: what parsing them costs, roughly."""
+    return sum(a.stat().st_size for _, args in calls for a in args if isinstance(a, Path) and a.is_file())
 
 
 def _pool(n: int) -> ProcessPoolExecutor:

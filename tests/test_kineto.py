@@ -538,9 +538,10 @@ FROM reach GROUP BY rank, step ORDER BY rank, step NULLS FIRST
 """
 
 
+# Traces with whole-us timestamps and no sync waits: there HTA's breakdown is plain interval
+# unions over gpu_events (fractional timestamps are rounded inward first, as HTA reads them).
 @pytest.mark.parametrize("name", ["kineto/negative_queue_length_values_check/rank0.json.gz",
-                                  "kineto/nccl_parser_config/nccl_data.json.gz",
-                                  "gpu-replay-h200/kineto_dapo32b_s0_dp1_it50.json.gz"])
+                                  "kineto/trace_filter/sampled_rank-0.json.gz"])
 def test_step_time_at_ingest_equals_sql_over_the_events(con, shared_data, name):
     # gpu_step_time is computed in numpy at ingest; recompute its unions in SQL from gpu_events.
     run = ingest_paths(con, [shared_data / name]).run_id
@@ -566,17 +567,21 @@ def test_duplicate_ranks_in_an_archive_are_reported(con, tmp_path):
 
 # --- agreement with HTA ----------------------------------------------------------------
 
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
 HTA_TRACES = [
-    "trace_filter/sampled_rank-0.json.gz", "trace_filter/sampled_rank-1.json.gz",
-    "negative_queue_length_values_check/rank0.json.gz", "nccl_parser_config/nccl_data.json.gz",
-    "critical_path/simple_add/benchmark_result_493459_1694039959_trace.json.gz",
-    "amd_trace/mi250_minitoy_train_ROCm6_2_kineto.json.gz", "triton_example/triton_example.json.gz",
-    "param-dlrm-8rank/dlrm_kineto.tar.gz",
+    "kineto/trace_filter/sampled_rank-0.json.gz", "kineto/trace_filter/sampled_rank-1.json.gz",
+    "kineto/negative_queue_length_values_check/rank0.json.gz", "kineto/nccl_parser_config/nccl_data.json.gz",
+    "kineto/critical_path/simple_add/benchmark_result_493459_1694039959_trace.json.gz",
+    "kineto/amd_trace/mi250_minitoy_train_ROCm6_2_kineto.json.gz", "kineto/triton_example/triton_example.json.gz",
+    "kineto/param-dlrm-8rank/dlrm_kineto.tar.gz", "gpu-replay-h200/kineto_dapo32b_s0_dp1_it3000.json.gz",
+    # HTA 0.5 itself fails on the other shared traces: an AssertionError on it50 (rounding leaves
+    # non-compute time negative), IndexError on the CPU-only ones
 ]
 
 
-def hta_breakdown(src: Path, workdir: Path) -> dict[int, tuple[float, float, float]]:
-    """HTA 0.5 get_temporal_breakdown with default settings: rank -> (idle, compute, non-compute) %."""
+def hta_breakdown(src: Path, workdir: Path) -> dict[int, tuple[float, float, float, float]]:
+    """HTA 0.5 get_temporal_breakdown with default settings: rank -> (idle, compute,
+    non-compute, kernel time) in us."""
     import logging
     import warnings
 
@@ -596,22 +601,53 @@ def hta_breakdown(src: Path, workdir: Path) -> dict[int, tuple[float, float, flo
             df = analysis.get_temporal_breakdown(visualize=False)
     finally:
         logging.disable(logging.NOTSET)
-    return {int(r["rank"]): (100 * r["idle_time(us)"] / r["kernel_time(us)"],
-                             100 * r["compute_time(us)"] / r["kernel_time(us)"],
-                             100 * r["non_compute_time(us)"] / r["kernel_time(us)"])
+    return {int(r["rank"]): (float(r["idle_time(us)"]), float(r["compute_time(us)"]),
+                             float(r["non_compute_time(us)"]), float(r["kernel_time(us)"]))
             for _, r in df.iterrows()}
+
+
+def ours_breakdown(con, src: Path) -> dict[int, tuple[float, float, float, float]]:
+    run = ingest_paths(con, [src]).run_id
+    return {r[0]: (r[4], r[5], r[6], r[2]) for r in run_query(con, "gpu_time", run_id=run) if r[1] is None}
 
 
 @pytest.mark.parametrize("name", HTA_TRACES)
 def test_whole_trace_agrees_with_hta(con, shared_data, tmp_path, name):
-    # Agreement is in percentage points of each rank's kernel time. HTA counts any event with
-    # an args.stream as GPU work (cuda_sync events, a triton cpu_op, AMD runtime calls) and rounds
-    # float timestamps inward to whole us; we keep kernels, memcpys and memsets at full precision.
-    # Those differences stay under 1 point on every rank here.
-    src = shared_data / "kineto" / name
+    # Like HTA, the breakdown counts every event with a stream (kernels, memcpys, memsets,
+    # cuda_sync waits, a Triton cpu_op), reads fractional timestamps rounded inward to whole
+    # us and merges intervals as HTA does: each time agrees to 1% (to float rounding, in fact).
+    src = shared_data / name
     expected = hta_breakdown(src, tmp_path / "hta")
-    run = ingest_paths(con, [src]).run_id
-    ours = {r[0]: (r[7], r[8], r[9]) for r in run_query(con, "gpu_time", run_id=run) if r[1] is None}
+    ours = ours_breakdown(con, src)
     assert set(ours) == set(expected)
     for rank, hta in expected.items():
-        assert ours[rank] == pytest.approx(hta, abs=1.0), f"rank {rank}"
+        assert ours[rank] == pytest.approx(hta, rel=0.01, abs=1e-6), f"rank {rank}"
+
+
+def test_mtia_trace_agrees_with_hta_and_by_hand(con, tmp_path):
+    # tests/fixtures/kineto/README.md derives these: idle 2500, compute 5000, non-compute 500 of 8000
+    src = FIXTURES / "kineto" / "mtia_rank0.json"
+    assert ours_breakdown(con, src) == {0: (2500.0, 5000.0, 500.0, 8000.0)}
+    assert hta_breakdown(src, tmp_path / "hta") == {0: (2500.0, 5000.0, 500.0, 8000.0)}
+    assert con.execute("SELECT category, name, stream, step, hta_excluded FROM gpu_events_named "
+                       "ORDER BY ts_us").fetchall() == [
+        ("compute", "fc_fwd_kernel", 1, 1, False), ("memory", "dma_h2d_transfer", 2, 1, False),
+        ("compute", "relu_kernel", 1, 1, False), ("compute", "fc_bwd_kernel", 1, 1, False),
+        ("memory", "dma_d2h_transfer", 2, 1, False), ("compute", "fc_fwd_kernel", 1, 2, True)]
+    assert con.execute("SELECT device, gpu_events FROM gpu_ranks").fetchall() == [("MTIA test device", 6)]
+
+
+def test_sync_waits_and_fractional_times_count_as_hta_counts_them(con, tmp_path):
+    # One step. A kernel [10.4, 20.6) reads as [11, 20); a Stream Sync [30, 35) on the stream counts
+    # as busy, non-compute time (HTA: its name ends in Sync); a Context Sync on stream 2**32 - 1
+    # too, though no stream column can hold it; a kernel [40.2, 40.7) reads as [41, 40): -1 us.
+    gpu = [("gemm", "kernel", 7, 10.4, 20.6, 1, 5), ("Stream Sync", "cuda_sync", 7, 30, 35, 2, 6),
+           ("Context Sync", "cuda_sync", 2**32 - 1, 36, 38, 3, 7), ("tiny", "kernel", 7, 40.2, 40.7, 4, 8)]
+    run = ingest_paths(con, [write_json(tmp_path / "rank0.json", trace_doc(0, [(1, 0, 100)], gpu))]).run_id
+    # kernel time 40 - 11 = 29; busy 9 + 5 + 2 - 1 = 15, idle 14; compute 9 - 1 = 8, non-compute 7
+    rows = [r for r in run_query(con, "gpu_time", run_id=run) if r[1] is None]
+    assert [(r[2], r[3], r[4], r[5], r[6]) for r in rows] == [(29.0, 15.0, 14.0, 8.0, 7.0)]
+    # gpu_events keeps the kernels at full precision; the waits only count in the breakdown
+    assert con.execute("SELECT name, ts_us, dur_us FROM gpu_events_named WHERE run_id = ? ORDER BY ts_us",
+                       [run]).fetchall() == [("gemm", 10.4, pytest.approx(10.2)), ("tiny", 40.2, pytest.approx(0.5))]
+    assert hta_breakdown(tmp_path / "rank0.json", tmp_path / "hta") == {0: (14.0, 8.0, 7.0, 29.0)}

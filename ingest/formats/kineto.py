@@ -1,4 +1,5 @@
-"""PyTorch profiler (Kineto) Chrome-trace JSON: GPU kernels, memcpys and memsets per rank and profiler step."""
+"""PyTorch profiler (Kineto) Chrome-trace JSON: device kernels, memcpys and memsets (CUDA, ROCm, MTIA) per rank and
+profiler step, and HTA's temporal breakdown of them."""
 from __future__ import annotations
 
 import hashlib
@@ -20,22 +21,39 @@ from polytrace.ingest.gpu_time import step_time_rows, step_time_table
 from polytrace.ingest.sources import Budget, max_inflate_bytes, name_of, open_stream
 from polytrace.ingest.trace_events import EventStream
 
-# Kineto writes the lower-case names; older PyTorch versions wrote the capitalised ones.
-KERNEL_CATS = {"kernel", "Kernel"}
-MEMORY_CATS = {"gpu_memcpy", "gpu_memset", "Memcpy", "Memset"}
-GPU_CATS = KERNEL_CATS | MEMORY_CATS
-LAUNCH_CATS = {"cuda_runtime", "cuda_driver", "Runtime", "Driver"}
+# HTA 0.5's device-event categories (hta/common/types.py GPU_EVENT_CATEGORY_PATTERN, and the
+# kernel categories of its idle-time breakdown): CUDA and ROCm kernels ("kernel"), memcpys and
+# memsets ("gpu_memcpy", "gpu_memset"), MTIA's "mtia_ccp_events", and "cuda_sync" waits. Older
+# PyTorch wrote "Kernel", "Memcpy" and "Memset". Kernels, memory events and MTIA events land in
+# gpu_events; sync waits only count in HTA's breakdown (gpu_step_time), as HTA counts them.
+KERNEL, MEMORY_EVENT, SYNC, LAUNCH, OTHER = range(5)
+_DEVICE_CATS = [(re.compile(r"gpu_mem|Memcpy$|Memset$"), MEMORY_EVENT), (re.compile(r"cuda_sync"), SYNC),
+                (re.compile(r".*kernel|Kernel$|mtia_ccp_events"), KERNEL)]
+# the CPU side of a device event (its launch, by correlation id); mtia_runtime is MTIA's
+LAUNCH_CATS = {"cuda_runtime", "cuda_driver", "Runtime", "Driver", "mtia_runtime"}
 CATEGORIES = ("compute", "communication", "memory")
 _CATEGORY_NAMES = from_list(list(CATEGORIES), pa.string())
 COMPUTE, COMMUNICATION, MEMORY = range(3)
 _COMM_NAME = re.compile(r"nccl|rccl", re.IGNORECASE)
+# MTIA names its memory transfers dma*
+_MEMORY_NAME = re.compile(r"dma")
+# Not compute in HTA's breakdown (hta/utils/utils.py get_kernel_type): NCCL kernels, memcpys,
+# memsets, syncs and MTIA dma, by name
+_HTA_NOT_COMPUTE = re.compile(r"nccl.*Kernel|.*Memcpy|Memset|.*Sync|dma")
 _STEP_NAME = re.compile(r"ProfilerStep\s*#\s*(\d+)")
 _RANK_IN_NAME = re.compile(r"(?:rank|worker)[-_]?(\d+)", re.IGNORECASE)
 
 
+def role(cat: str) -> int:
+    """What an event of this category is: a device kernel, memory event or sync, a launch, or other."""
+    if cat in LAUNCH_CATS:
+        return LAUNCH
+    return next((r for pattern, r in _DEVICE_CATS if pattern.match(cat)), OTHER)
+
+
 INT32_MAX, INT64_MAX = 2**31 - 1, 2**63 - 1
-# Any int64 decodes: CPU-side sync events carry stream 2**32 - 1. A GPU event whose stream
-# does not fit the INTEGER column is skipped when collected, never stored.
+# Any int64 decodes: CPU-side sync events carry stream 2**32 - 1. An event whose stream does
+# not fit the INTEGER column counts in HTA's breakdown only, never stored.
 Stream = Annotated[int, msgspec.Meta(ge=-(2**63), le=INT64_MAX)]
 Correlation = Annotated[int, msgspec.Meta(ge=-(2**63), le=INT64_MAX)]
 
@@ -93,10 +111,12 @@ class RankTrace:
     kind: array = field(default_factory=lambda: array("b"))
     name: array = field(default_factory=lambda: array("l"))
     corr: array = field(default_factory=lambda: array("q"))
+    stored: array = field(default_factory=lambda: array("b"))  # in gpu_events (else HTA's breakdown only)
     launch_corr: array = field(default_factory=lambda: array("q"))
     launch_ts: array = field(default_factory=lambda: array("d"))
+    last_gpu_step: float = float("-inf")  # start of the last gpu_user_annotation ProfilerStep
     steps: list[tuple[int, float, float]] = field(default_factory=list)
-    names: dict[str, tuple[int, int]] = field(default_factory=dict)  # name -> (index, kind)
+    names: dict[str, tuple[int, int, bool]] = field(default_factory=dict)  # name -> (index, category, HTA compute)
     events: int = 0
     skipped: int = 0
     rank: int = 0
@@ -123,41 +143,66 @@ def _count(value, what: str, source: str) -> int | None:
 
 
 def _collect(trace: RankTrace, events: list) -> None:
-    """Append the events that matter to the trace's columns; skip the rest quickly."""
-    names = trace.names
-    ts, dur, stream_col, kind, name_col, corr_col = (
-        trace.ts.append, trace.dur.append, trace.stream.append, trace.kind.append,
-        trace.name.append, trace.corr.append)
+    """Append the events that matter to the trace's columns; skip the rest quickly.
+
+    Device events are kept with whether gpu_events stores them; like HTA, an event of any
+    other category that carries a stream (a Triton cpu_op, say) counts in the breakdown too.
+    """
+    names, roles = trace.names, _ROLES
     trace.events += len(events)
     for e in events:
         cat = e.cat
-        if cat in GPU_CATS:
-            a = e.args
-            stream = -1 if a is None else a.stream if a.stream.__class__ is int else _int(a.stream, -1)
-            if not 0 <= stream <= INT32_MAX or e.ts is None or e.dur is None or e.dur < 0:
-                trace.skipped += 1
-                continue
-            known = names.get(e.name)
-            if known is None:
-                comm = cat in KERNEL_CATS and _COMM_NAME.search(e.name) is not None
-                known = names[e.name] = (len(names), COMMUNICATION if comm else COMPUTE)
-            ts(e.ts)
-            dur(e.dur)
-            stream_col(stream)
-            kind(MEMORY if cat in MEMORY_CATS else known[1])
-            name_col(known[0])
-            corr_col(a.correlation if a.correlation.__class__ is int else _int(a.correlation, -1))
-        elif cat in LAUNCH_CATS:
-            a = e.args
-            if a is not None and e.ts is not None:
+        kind = roles.get(cat)
+        if kind is None:
+            kind = roles[cat] = role(cat)
+        a = e.args
+        if kind == LAUNCH:
+            if a is not None and e.ts is not None and e.dur is not None:
                 corr = a.correlation if a.correlation.__class__ is int else _int(a.correlation, -1)
                 if corr >= 0:
                     trace.launch_corr.append(corr)
                     trace.launch_ts.append(e.ts)
-        elif cat != "gpu_user_annotation" and e.name.startswith("ProfilerStep"):
-            m = _STEP_NAME.match(e.name)
-            if m and e.ts is not None and e.dur is not None:
-                trace.steps.append((_count(m.group(1), "ProfilerStep", trace.source), e.ts, e.dur))
+            continue
+        if kind == OTHER:
+            if e.name.startswith("ProfilerStep"):
+                m = _STEP_NAME.match(e.name)
+                if m and e.ts is not None and e.dur is not None:
+                    if cat != "gpu_user_annotation":
+                        trace.steps.append((_count(m.group(1), "ProfilerStep", trace.source), e.ts, e.dur))
+                    elif e.ts > trace.last_gpu_step:  # HTA's last-step cutoff counts these too
+                        trace.last_gpu_step = e.ts
+                continue
+            if a is None or a.stream == -1:
+                continue
+        stream = -1 if a is None else a.stream if a.stream.__class__ is int else _int(a.stream, -1)
+        if stream == -1 or e.ts is None or e.dur is None or e.dur < 0:
+            if kind != OTHER:
+                trace.skipped += 1
+            continue
+        # HTA counts any stream but -1; the INTEGER column holds 0..2**31-1 (a CPU-side
+        # Context Sync says 2**32 - 1), so other streams count only in the breakdown
+        stored = kind <= MEMORY_EVENT and 0 <= stream <= INT32_MAX
+        known = names.get(e.name)
+        if known is None:
+            known = names[e.name] = (len(names), _category(e.name, kind),
+                                     _HTA_NOT_COMPUTE.match(e.name) is None)
+        trace.ts.append(e.ts)
+        trace.dur.append(e.dur)
+        trace.stream.append(stream if stored else -1)
+        trace.kind.append(MEMORY if kind == MEMORY_EVENT else known[1])
+        trace.name.append(known[0])
+        trace.corr.append(a.correlation if a.correlation.__class__ is int else _int(a.correlation, -1))
+        trace.stored.append(stored)
+
+
+_ROLES: dict[str, int] = {}
+
+
+def _category(name: str, kind: int) -> int:
+    """gpu_events.category of a kernel by its name: NCCL/RCCL is communication, MTIA dma memory."""
+    if _COMM_NAME.search(name):
+        return COMMUNICATION
+    return MEMORY if kind == MEMORY_EVENT or _MEMORY_NAME.match(name) else COMPUTE
 
 
 def read_trace(stream: BinaryIO, source: str, budget: Budget, path: Path) -> RankTrace:
@@ -214,15 +259,18 @@ def _launch_times(trace: RankTrace, ts: np.ndarray, corr: np.ndarray) -> tuple[n
 
 def _events_table(trace: RankTrace) -> tuple[pa.Table, list[tuple]]:
     """GPU events sorted by start, each with the step whose window holds its launch, and the
-    rank's gpu_step_time rows.
+    rank's gpu_step_time rows (HTA's temporal breakdown).
 
     Like HTA, a GPU event belongs to the ProfilerStep window that holds its CPU launch
     (its own start when the launch is not in the trace). With two or more windows HTA
-    keeps only events launched before the last window's start: the others are
-    `hta_excluded`, and so are events whose launch is not in the trace.
+    keeps only events launched before the last window's start (an event with no
+    correlation id: that started before it): the others are `hta_excluded`, and so are
+    events whose launch is not in the trace. HTA reads fractional timestamps rounded inward
+    to whole microseconds (start up, end down), for these comparisons and for the breakdown.
     """
     order = np.argsort(np.frombuffer(trace.ts, dtype=np.float64), kind="stable")
     ts = np.frombuffer(trace.ts, dtype=np.float64)[order]
+    dur = np.frombuffer(trace.dur, dtype=np.float64)[order]
     corr = np.frombuffer(trace.corr, dtype=np.int64)[order]
     launch, launched = _launch_times(trace, ts, corr)
     steps = sorted(trace.steps, key=lambda s: s[1])
@@ -234,34 +282,42 @@ def _events_table(trace: RankTrace) -> tuple[pa.Table, list[tuple]]:
         idx = np.searchsorted(st, launch, side="right") - 1
         has_step = (idx >= 0) & (launch < se[np.maximum(idx, 0)])
         step = sn[np.maximum(idx, 0)]
-        excluded = ((launch >= st[-1]) | ~launched) if len(steps) >= 2 else np.zeros(n, dtype=bool)
     else:
         step, has_step = np.zeros(n, dtype=np.int32), np.zeros(n, dtype=bool)
+    if len(steps) >= 2:
+        last = np.ceil(max(st[-1], trace.last_gpu_step))
+        excluded = np.where(corr >= 0, ~launched | (np.ceil(launch) >= last), np.ceil(ts) >= last)
+    else:
         excluded = np.zeros(n, dtype=bool)
-    ids = np.array([name_id(s) for s in trace.names], dtype=np.int64)
     kind = np.frombuffer(trace.kind, dtype=np.int8)[order]
-    dur = np.frombuffer(trace.dur, dtype=np.float64)[order]
-    names = ids[np.frombuffer(trace.name, dtype=np.int64)[order]] if n else ids[:0]
+    name_index = np.frombuffer(trace.name, dtype=np.int64)[order]
+    hta_compute = np.array([known[2] for known in trace.names.values()], dtype=bool)[name_index] \
+        if n else np.zeros(0, dtype=bool)
+    start, end = np.ceil(ts), np.floor(ts + dur)
+    rows = step_time_rows(trace.rank, start, end - start, hta_compute, step, has_step, excluded)
+    keep = np.frombuffer(trace.stored, dtype=np.int8)[order].astype(bool)
+    ids = np.array([name_id(s) for s in trace.names], dtype=np.int64)
     table = pa.table({
-        "rank": from_numpy(np.full(n, trace.rank, dtype=np.int32)),
-        "step": from_numpy(step, has_step),
-        "stream": from_numpy(np.frombuffer(trace.stream, dtype=np.int64)[order].astype(np.int32)),
-        "category": pa.DictionaryArray.from_arrays(from_numpy(kind), _CATEGORY_NAMES).cast(pa.string()),
-        "name_id": from_numpy(names),
-        "ts_us": from_numpy(ts),
-        "dur_us": from_numpy(dur),
-        "hta_excluded": from_numpy(excluded),
+        "rank": from_numpy(np.full(int(keep.sum()), trace.rank, dtype=np.int32)),
+        "step": from_numpy(step[keep], has_step[keep]),
+        "stream": from_numpy(np.frombuffer(trace.stream, dtype=np.int64)[order][keep].astype(np.int32)),
+        "category": pa.DictionaryArray.from_arrays(from_numpy(kind[keep]), _CATEGORY_NAMES).cast(pa.string()),
+        "name_id": from_numpy(ids[name_index[keep]] if n else ids[:0]),
+        "ts_us": from_numpy(ts[keep]),
+        "dur_us": from_numpy(dur[keep]),
+        "hta_excluded": from_numpy(excluded[keep]),
     })
-    rows = step_time_rows(trace.rank, ts, dur, kind == COMPUTE, step, has_step, excluded)
     return table, rows
 
 
 def _tables(traces: list[RankTrace]) -> dict[str, pa.Table]:
     built = [_events_table(t) for t in traces]
     names = {}
-    for t in traces:
-        for s in t.names:
-            names.setdefault(name_id(s), s)
+    for t in traces:  # the names of stored events (sync waits only count in the breakdown)
+        used = set(np.frombuffer(t.name, dtype=np.int64)[np.frombuffer(t.stored, dtype=np.int8) == 1].tolist())
+        for i, s in enumerate(t.names):
+            if i in used:
+                names.setdefault(name_id(s), s)
     steps = [(t.rank, s, ts, dur) for t in traces for s, ts, dur in t.steps]
     return {
         "gpu_events": pa.concat_tables([table for table, _ in built]),
@@ -280,7 +336,7 @@ def _tables(traces: list[RankTrace]) -> dict[str, pa.Table]:
             "world_size": from_list([t.world_size for t in traces], pa.int32()),
             "device": from_list([t.device for t in traces], pa.string()),
             "trace_events": from_list([t.events for t in traces], pa.int64()),
-            "gpu_events": from_list([len(t.ts) for t in traces], pa.int64()),
+            "gpu_events": from_list([sum(t.stored) for t in traces], pa.int64()),
             "profiler_steps": from_list([len(t.steps) for t in traces], pa.int32())}),
     }
 
@@ -289,7 +345,7 @@ def _warnings(trace: RankTrace) -> list[str]:
     out = []
     if trace.rank_from == "default":
         out.append(f"{trace.source}: no distributedInfo.rank and no rank in the file name; using rank 0")
-    if not len(trace.ts):
+    if not any(trace.stored):
         out.append(f"{trace.source}: no GPU kernels, memcpys or memsets (a CPU-only trace?); "
                    f"loaded {len(trace.steps)} profiler step(s) only")
     if trace.skipped:
@@ -302,7 +358,7 @@ def parse(path: Path) -> Parsed:
         trace = _read_guarded(f, path, name_of(path))
     if not trace.events:
         raise IngestError(path, "traceEvents is empty")
-    if not len(trace.ts) and not trace.steps:
+    if not any(trace.stored) and not trace.steps:
         raise IngestError(path, "no GPU events and no ProfilerStep windows; nothing to load")
     return Parsed(tables=_tables([trace]), run={"n_gpus": trace.world_size}, warnings=_warnings(trace))
 

@@ -28,7 +28,7 @@ import pyarrow as pa
 
 from polytrace.ingest.canonical import TURN_TYPES, samples_table, table
 from polytrace.ingest.contract import Format, IngestError, Parsed, Sample
-from polytrace.ingest.jsonl import Length, decode_document
+from polytrace.ingest.jsonl import Length, decode_members
 from polytrace.ingest.layout import run_facts
 
 
@@ -38,7 +38,7 @@ class Block(msgspec.Struct):
     output_groups: list[list[Length]] | None = None
 
 
-_decoder = msgspec.json.Decoder(dict[str, Union[Block, list[Block]]])
+_decoder = msgspec.json.Decoder(Union[Block, list[Block]])
 _HEAD = re.compile(rb'\A\s*\{\s*"\s*-?\d+\s*"\s*:\s*[\[{]')
 
 
@@ -77,44 +77,48 @@ def _step(key: str) -> int:
 
 
 def parse(path: Path) -> Parsed:
-    doc = decode_document(_decoder, path)
-    warnings: list[str] = []
-    steps = sorted((_step(k), v) for k, v in doc.items())
-    multi = [isinstance(v, list) for _, v in steps]
-    if any(multi) and not all(multi):
+    # step by step as the document streams by: memory is one step's lists plus the tables so far
+    built: dict[str, tuple[int, bool, dict[str, pa.Table], list[str]]] = {}
+    for key, value in decode_members(_decoder, path):
+        step, multi, notes = _step(key), isinstance(value, list), []
+        tables = _multi_turn(step, value, notes) if multi else _single_turn(step, value, notes)
+        built.pop(key, None)  # a key given twice: the later value wins, as in a JSON object
+        built[key] = (step, multi, tables, notes)
+    steps = sorted(built.values(), key=lambda b: b[0])
+    if len({multi for _, multi, _, _ in steps}) > 1:
         raise IngestError(path, "some steps are single-turn objects and others multi-turn lists")
-    tables = _multi_turn(steps, warnings) if any(multi) else _single_turn(steps, warnings)
+    names = ("samples", "turns") if steps and steps[0][1] else ("samples",)
+    tables = {name: pa.concat_tables([t[name] for _, _, t, _ in steps]) if steps else samples_table({})
+              for name in names}
     if not tables["samples"].num_rows:
         raise IngestError(path, "no samples (every output list is empty)")
     run = {"task": "multi-turn"} if "turns" in tables else {}
-    return Parsed(tables=tables, run=run, warnings=warnings)
+    return Parsed(tables=tables, run=run, warnings=[w for _, _, _, notes in steps for w in notes])
 
 
-def _single_turn(steps: list[tuple[int, Block]], warnings: list[str]) -> dict[str, pa.Table]:
+def _single_turn(step: int, block: Block, warnings: list[str]) -> dict[str, pa.Table]:
     cols: dict[str, list] = {k: [] for k in ("step", "prompt_id", "sample_id", "prompt_len", "response_len")}
-    for step, block in steps:
-        for prompt_id, sample_id, prompt_len, response_len in _entries(block, step, warnings):
-            for k, v in zip(cols, (step, prompt_id, sample_id, prompt_len, response_len)):
-                cols[k].append(v)
+    for prompt_id, sample_id, prompt_len, response_len in _entries(block, step, warnings):
+        for k, v in zip(cols, (step, prompt_id, sample_id, prompt_len, response_len)):
+            cols[k].append(v)
     return {"samples": samples_table(cols)}
 
 
-def _multi_turn(steps: list[tuple[int, list[Block]]], warnings: list[str]) -> dict[str, pa.Table]:
+def _multi_turn(step: int, blocks: list[Block], warnings: list[str]) -> dict[str, pa.Table]:
     turns: dict[str, list] = {k: [] for k in (
         "step", "prompt_id", "sample_id", "turn", "prompt_tokens", "completion_tokens")}
-    rollouts: dict[tuple[int, int, int], list] = {}  # key -> [prompt_len, response_len, turn_count]
-    for step, blocks in steps:
-        for turn, block in enumerate(blocks):
-            for prompt_id, sample_id, prompt_len, completion in _entries(block, step, warnings):
-                for k, v in zip(turns, (step, prompt_id, sample_id, turn, prompt_len, completion)):
-                    turns[k].append(v)
-                acc = rollouts.setdefault((step, prompt_id, sample_id), [prompt_len, 0, 0])
-                acc[1] += completion
-                acc[2] += 1
+    rollouts: dict[tuple[int, int], list] = {}  # (prompt, sample) -> [prompt_len, response_len, turn_count]
+    for turn, block in enumerate(blocks):
+        for prompt_id, sample_id, prompt_len, completion in _entries(block, step, warnings):
+            for k, v in zip(turns, (step, prompt_id, sample_id, turn, prompt_len, completion)):
+                turns[k].append(v)
+            acc = rollouts.setdefault((prompt_id, sample_id), [prompt_len, 0, 0])
+            acc[1] += completion
+            acc[2] += 1
     keys = sorted(rollouts)
     samples = samples_table({
-        "step": [k[0] for k in keys], "prompt_id": [k[1] for k in keys],
-        "sample_id": [k[2] for k in keys],
+        "step": [step] * len(keys), "prompt_id": [k[0] for k in keys],
+        "sample_id": [k[1] for k in keys],
         "prompt_len": [rollouts[k][0] for k in keys],
         "response_len": [rollouts[k][1] for k in keys],
         "turn_count": [rollouts[k][2] for k in keys],

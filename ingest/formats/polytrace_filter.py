@@ -11,10 +11,9 @@ from pathlib import Path
 import msgspec
 import pyarrow as pa
 
-from polytrace import store
 from polytrace.ingest.canonical import table
 from polytrace.ingest.contract import Format, IngestError, Parsed, Sample
-from polytrace.ingest.jsonl import Count, SmallInt, decode_lines, encode_lines
+from polytrace.ingest.jsonl import Count, SmallInt, decode_batches, encode_lines
 from polytrace.ingest.layout import run_facts
 from polytrace.ingest.sniffing import first_line_keys
 
@@ -44,28 +43,32 @@ def _index_set(indices: list[int], line: FilterLine, what: str, path: Path, n: i
 
 
 def parse(path: Path) -> Parsed:
-    lines = decode_lines(_decoder, path)
     cols: dict[str, list] = {k: [] for k in FILTER_TYPES}
     warnings = []
     seen = set()
-    for n, line in enumerate(lines, 1):
-        if line.workload_step in seen:
-            raise IngestError(path, f"record {n}: step {line.workload_step} appears twice")
-        seen.add(line.workload_step)
-        kept_set = _index_set(line.kept_prompt_indices, line, "kept", path, n)
-        used_set = _index_set(line.used_prompt_indices, line, "used", path, n)
-        if not used_set <= kept_set:
-            warnings.append(f"step {line.workload_step}: {len(used_set - kept_set)} used prompt(s) "
-                            "were not kept by the filter")
-        cols["step"].extend([line.workload_step] * line.prompt_count)
-        cols["prompt_id"].extend(range(line.prompt_count))
-        cols["kept"].extend(i in kept_set for i in range(line.prompt_count))
-        cols["used"].extend(i in used_set for i in range(line.prompt_count))
+    n = 0
+    for lines in decode_batches(_decoder, path):
+        for line in lines:
+            n += 1
+            if line.workload_step in seen:
+                raise IngestError(path, f"record {n}: step {line.workload_step} appears twice")
+            seen.add(line.workload_step)
+            kept_set = _index_set(line.kept_prompt_indices, line, "kept", path, n)
+            used_set = _index_set(line.used_prompt_indices, line, "used", path, n)
+            if not used_set <= kept_set:
+                warnings.append(f"step {line.workload_step}: {len(used_set - kept_set)} used prompt(s) "
+                                "were not kept by the filter")
+            cols["step"].extend([line.workload_step] * line.prompt_count)
+            cols["prompt_id"].extend(range(line.prompt_count))
+            cols["kept"].extend(i in kept_set for i in range(line.prompt_count))
+            cols["used"].extend(i in used_set for i in range(line.prompt_count))
     return Parsed(deferred=table(cols, FILTER_TYPES), warnings=warnings)
 
 
 def after_load(con, run_id: str, deferred: list[pa.Table]) -> Parsed:
     """Set samples.kept/used of the prompts each filter table names, by position in the step."""
+    from polytrace import store  # where used: parse workers import every format, not DuckDB
+
     for data in deferred:
         _check_prompts(con, run_id, data)
         with store.registered(con, "_filter", data):

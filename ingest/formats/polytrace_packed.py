@@ -4,15 +4,18 @@ from __future__ import annotations
 from pathlib import Path
 
 import msgspec
+import numpy as np
+import pyarrow as pa
 
-from polytrace.ingest.canonical import samples_table
+from polytrace.ingest.canonical import SAMPLE_TYPES, table
+from polytrace.ingest.columns import from_list, from_numpy
 from polytrace.ingest.contract import Format, IngestError, Parsed, Sample
-from polytrace.ingest.jsonl import Length, SmallInt, decode_lines, encode_lines
+from polytrace.ingest.jsonl import Length, SmallInt, decode_batches, encode_lines
 from polytrace.ingest.layout import run_facts
 from polytrace.ingest.sniffing import first_line_keys
 
 
-class PackedLine(msgspec.Struct):
+class PackedLine(msgspec.Struct, gc=False):
     step: SmallInt
     input: Length
     output: list[Length]
@@ -31,27 +34,36 @@ def sniff(head: bytes, name: str) -> bool:
 
 
 def parse(path: Path) -> Parsed:
-    lines = decode_lines(_decoder, path)
-    cols: dict[str, list] = {k: [] for k in (
-        "step", "prompt_id", "sample_id", "rank", "dp_rank", "tp_rank",
-        "prompt_len", "response_len", "validate")}
     prompt_in_step: dict[int, int] = {}
+    batches = [_samples(lines, prompt_in_step) for lines in decode_batches(_decoder, path)]
+    if not any(t.num_rows for t in batches):
+        raise IngestError(path, "no samples (every output list is empty)")
+    return Parsed(tables={"samples": pa.concat_tables(batches)})
+
+
+def _samples(lines: list[PackedLine], prompt_in_step: dict[int, int]) -> pa.Table:
+    """One batch of lines as samples rows: each line's values repeated once per output, in
+    Arrow (take) rather than per sample in Python. A prompt's id is its position in its step."""
+    prompt_ids = []
     for line in lines:
         prompt_id = prompt_in_step.get(line.step, 0)
         prompt_in_step[line.step] = prompt_id + 1
-        for j, out in enumerate(line.output):
-            cols["step"].append(line.step)
-            cols["prompt_id"].append(prompt_id)
-            cols["sample_id"].append(j)
-            cols["rank"].append(line.rank)
-            cols["dp_rank"].append(line.dp_rank)
-            cols["tp_rank"].append(line.tp_rank)
-            cols["prompt_len"].append(line.input)
-            cols["response_len"].append(out)
-            cols["validate"].append(line.validate)
-    if not cols["step"]:
-        raise IngestError(path, "no samples (every output list is empty)")
-    return Parsed(tables={"samples": samples_table(cols)})
+        prompt_ids.append(prompt_id)
+    counts = np.fromiter(map(len, (line.output for line in lines)), np.int64, len(lines))
+    parent = from_numpy(np.repeat(np.arange(len(lines), dtype=np.int64), counts))
+    per_line = table({
+        "step": [line.step for line in lines], "prompt_id": prompt_ids,
+        "rank": [line.rank for line in lines], "dp_rank": [line.dp_rank for line in lines],
+        "tp_rank": [line.tp_rank for line in lines], "prompt_len": [line.input for line in lines],
+        "validate": [line.validate for line in lines]}, SAMPLE_TYPES).take(parent)
+    starts = np.repeat(np.cumsum(counts) - counts, counts)
+    sample_id = np.arange(int(counts.sum()), dtype=np.int64) - starts
+    outputs = [out for line in lines for out in line.output]
+    return pa.table({
+        "step": per_line["step"], "prompt_id": per_line["prompt_id"],
+        "sample_id": from_list(sample_id, pa.int32()),
+        **{k: per_line[k] for k in ("rank", "dp_rank", "tp_rank", "prompt_len")},
+        "response_len": from_list(outputs, pa.int32()), "validate": per_line["validate"]})
 
 
 def sample() -> Sample:

@@ -4,10 +4,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import msgspec
+import pyarrow as pa
 
 from polytrace.ingest.canonical import RANK_STAGE_TYPES, table
 from polytrace.ingest.contract import Format, Parsed, Sample
-from polytrace.ingest.jsonl import Length, Seconds, SmallInt, Tokens, decode_lines, encode_lines
+from polytrace.ingest.jsonl import Length, Seconds, SmallInt, Tokens, decode_batches, encode_lines
 from polytrace.ingest.layout import run_facts
 from polytrace.ingest.sniffing import first_line_keys
 
@@ -36,7 +37,11 @@ def stage(line: RewardLine) -> str:
 
 
 def parse(path: Path) -> Parsed:
-    lines = decode_lines(_decoder, path)
+    batches = [_rank_stage(lines) for lines in decode_batches(_decoder, path)]
+    return Parsed(tables={"rank_stage": pa.concat_tables(batches)})
+
+
+def _rank_stage(lines: list[RewardLine]) -> pa.Table:
     cols = {
         "step": [x.step for x in lines],
         "rank": [x.rank for x in lines],
@@ -47,7 +52,7 @@ def parse(path: Path) -> Parsed:
         "batch_size": [x.batch_size for x in lines],
         "tokens": [x.response_sum for x in lines],
     }
-    return Parsed(tables={"rank_stage": table(cols, RANK_STAGE_TYPES)})
+    return table(cols, RANK_STAGE_TYPES)
 
 
 def sample() -> Sample:

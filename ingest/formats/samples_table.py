@@ -1,7 +1,7 @@
 """A ready-made samples table: CSV (header line of `samples` column names) or Parquet, one row per response."""
 from __future__ import annotations
 
-import io
+from collections.abc import Iterator
 from pathlib import Path
 
 import pyarrow as pa
@@ -9,7 +9,7 @@ import pyarrow as pa
 from polytrace.ingest.canonical import SAMPLE_TYPES
 from polytrace.ingest.contract import Format, IngestError, Parsed, Sample
 from polytrace.ingest.sniffing import first_line, looks_binary
-from polytrace.ingest.sources import check_utf8, name_of, read_bytes
+from polytrace.ingest.sources import BATCH_BYTES, name_of, read_head, seekable, text_stream
 
 PARQUET_MAGIC = b"PAR1"
 REQUIRED = ("step", "response_len")
@@ -28,42 +28,49 @@ def sniff(head: bytes, name: str) -> bool:
 
 
 def parse(path: Path) -> Parsed:
-    data = read_bytes(path)
-    if not data or data.isspace():
+    head = read_head(path)
+    if not head.strip():
         raise IngestError(path, "empty file")
+    warnings: list[str] = []
+    batches = []
     try:
-        table = _read_parquet(data) if data.startswith(PARQUET_MAGIC) else _read_csv(data, path)
-        warnings = []
-        if "run_id" in table.column_names:
-            table = table.drop_columns(["run_id"])
-            warnings.append(f"{name_of(path)}: run_id column ignored (the ingest assigns a new run)")
-        _check_columns(table.column_names)
-        table = pa.table({c: table.column(c).cast(SAMPLE_TYPES[c]) for c in table.column_names})
-        _check_values(table)
+        for batch in _parquet_batches(path) if head.startswith(PARQUET_MAGIC) else _csv_batches(path, head):
+            names = batch.schema.names
+            if "run_id" in names:
+                batch = batch.drop_columns(["run_id"])
+                if not warnings:
+                    warnings.append(f"{name_of(path)}: run_id column ignored (the ingest assigns a new run)")
+            if not batches:
+                _check_columns(batch.schema.names)
+            table = pa.table({c: batch.column(c).cast(SAMPLE_TYPES[c]) for c in batch.schema.names})
+            _check_values(table)
+            batches.append(table)
     except (pa.ArrowException, ValueError, OSError) as e:  # a corrupt Parquet file raises OSError
         raise IngestError(path, str(e).splitlines()[0]) from None
-    if not table.num_rows:
+    if not any(t.num_rows for t in batches):
         raise IngestError(path, "no rows")
-    return Parsed(tables={"samples": table}, warnings=warnings)
+    return Parsed(tables={"samples": pa.concat_tables(batches)}, warnings=warnings)
 
 
 # pyarrow's compute, csv and parquet modules are imported where used: loading them costs
 # ~50 ms of every start-up, also when no table file is read.
 
 
-def _read_parquet(data: bytes) -> pa.Table:
+def _parquet_batches(path: Path) -> Iterator[pa.RecordBatch]:
     import pyarrow.parquet as pq
 
-    return pq.read_table(pa.BufferReader(data))
+    with seekable(path) as at:
+        yield from pq.ParquetFile(at).iter_batches()
 
 
-def _read_csv(data: bytes, path: Path) -> pa.Table:
+def _csv_batches(path: Path, head: bytes) -> Iterator[pa.RecordBatch]:
     import pyarrow.csv as pacsv
 
-    check_utf8(data, path)
-    names = _header(data[:4096])
+    names = _header(head[:4096])
     types = {c: SAMPLE_TYPES[c] for c in names if c in SAMPLE_TYPES}
-    return pacsv.read_csv(io.BytesIO(data), convert_options=pacsv.ConvertOptions(column_types=types))
+    with text_stream(path) as stream:
+        yield from pacsv.open_csv(stream, read_options=pacsv.ReadOptions(block_size=BATCH_BYTES),
+                                  convert_options=pacsv.ConvertOptions(column_types=types))
 
 
 def _check_columns(names: list[str]) -> None:

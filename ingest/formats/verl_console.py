@@ -20,7 +20,7 @@ from pathlib import Path
 
 from polytrace.ingest.contract import Format, IngestError, Parsed, Sample
 from polytrace.ingest.sniffing import looks_binary
-from polytrace.ingest.sources import read_bytes
+from polytrace.ingest.sources import line_blocks
 from polytrace.ingest.step_metrics import StepMetrics
 
 WANDB_LINE_CAP = 4096
@@ -74,16 +74,17 @@ def pairs(body: str, cut: bool) -> dict[str, float]:
 
 
 def step_lines(text: str):
-    """(step, metrics, cut) for every step line of a console log."""
+    """(step, metrics, cut) for every step line of a console log, or of a batch of its whole
+    lines (only the log's last line can end without a newline)."""
     lines = text.split("\n")
     ends_open = not text.endswith("\n")
     if not ends_open:
         lines.pop()
     last = len(lines) - 1
     for i, raw in enumerate(lines):
-        raw = raw.rstrip("\r")
         if "step:" not in raw:
             continue
+        raw = raw.rstrip("\r")
         line = clean(raw)
         m = STEP.match(line)
         if not m:
@@ -92,37 +93,44 @@ def step_lines(text: str):
         yield int(m.group(1)), pairs(line[m.end():], cut), cut
 
 
-def run_facts(text: str) -> dict:
-    run = {"framework": "verl"}
-    model = MODEL_PATH.search(text)
-    if model:
-        run["model"] = model.group(1).rstrip("/").rsplit("/", 1)[-1]
-    cap = MAX_RESPONSE.search(text)
-    if cap:
-        run["max_response_len"] = int(cap.group(1))
+def run_facts(text: str, run: dict | None = None) -> dict:
+    """The run facts a log (or a batch of it) names; those already in `run` are kept, so the
+    first mention in the file wins."""
+    run = run or {"framework": "verl"}
+    if "model" not in run:
+        model = MODEL_PATH.search(text)
+        if model:
+            run["model"] = model.group(1).rstrip("/").rsplit("/", 1)[-1]
+    if "max_response_len" not in run:
+        cap = MAX_RESPONSE.search(text)
+        if cap:
+            run["max_response_len"] = int(cap.group(1))
     return run
 
 
 def parse(path: Path) -> Parsed:
-    data = read_bytes(path)
-    if looks_binary(data[:4096]):
-        raise IngestError(path, "binary data, not a verl console log")
-    text = data.decode("utf-8", errors="replace")
     metrics = StepMetrics()
-    try:
-        for step, values, cut in step_lines(text):
-            metrics.add(step, values, truncated=cut)
-    except IngestError as e:
-        raise IngestError(path, e.reason) from None
+    run: dict = {"framework": "verl"}
+    for offset, block in line_blocks(path):
+        if not offset and looks_binary(block[:4096]):
+            raise IngestError(path, "binary data, not a verl console log")
+        # blocks end at a newline, so no UTF-8 sequence is split between two of them
+        text = block.decode("utf-8", errors="replace")
+        run = run_facts(text, run)
+        try:
+            for step, values, cut in step_lines(text):
+                metrics.add(step, values, truncated=cut)
+        except IngestError as e:
+            raise IngestError(path, e.reason) from None
     if not metrics.steps:
         raise IngestError(path, "no verl step line ('step:N - key:value - ...') found")
-    return metrics.parsed("step line", run=run_facts(text))
+    return metrics.parsed("step line", run=run)
 
 
 def sniff(head: bytes, name: str) -> bool:
     if looks_binary(head):
         return False
-    if STEP_LINE_IN_HEAD.search(head):
+    if b"step:" in head and STEP_LINE_IN_HEAD.search(head):
         return True
     # verl prints its config and worker logs first; a long preamble can push step 1 past the head.
     return name.endswith((".log", ".out", ".txt")) and any(m in head for m in VERL_MARKERS)

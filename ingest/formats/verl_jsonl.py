@@ -12,7 +12,7 @@ import msgspec
 from polytrace.ingest.contract import Format, IngestError, Parsed, Sample
 from polytrace.ingest.jsonl import SmallInt, encode_lines
 from polytrace.ingest.sniffing import first_line, looks_binary
-from polytrace.ingest.sources import read_bytes
+from polytrace.ingest.sources import line_blocks
 from polytrace.ingest.step_metrics import StepMetrics
 
 STEP_THEN_DATA = re.compile(rb'^\{\s*"step"\s*:\s*-?\d+\s*,\s*"data"\s*:\s*\{')
@@ -57,38 +57,42 @@ def decode(line: bytes, number: int, path: Path) -> Line:
 
 
 def parse(path: Path) -> Parsed:
-    data = read_bytes(path)
-    if looks_binary(data[:4096]):
-        raise IngestError(path, "binary data, not verl JSON lines")
     metrics = StepMetrics()
     warnings: list[str] = []
-    try:
-        rows = _decoder.decode_lines(data)
-    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
-        rows = _tolerant_rows(data, path, warnings)
-    for row in rows:
+    lines_before = 0
+    for offset, block in line_blocks(path):
+        if not offset and looks_binary(block[:4096]):
+            raise IngestError(path, "binary data, not verl JSON lines")
         try:
-            metrics.add(row.step, numeric(row.data))
-        except IngestError as e:
-            raise IngestError(path, f"step {row.step}: {e.reason}") from None
+            rows = _decoder.decode_lines(block)
+        except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
+            rows = _tolerant_rows(block, lines_before, path, warnings)
+        lines_before += block.count(b"\n")
+        for row in rows:
+            try:
+                metrics.add(row.step, numeric(row.data))
+            except IngestError as e:
+                raise IngestError(path, f"step {row.step}: {e.reason}") from None
     if not metrics.steps:
         raise IngestError(path, "no verl metrics line ({\"step\": N, \"data\": {...}})")
     return metrics.parsed("line", run={"framework": "verl"}, warnings=warnings)
 
 
-def _tolerant_rows(data: bytes, path: Path, warnings: list[str]) -> list[Line]:
-    """Line by line, for NaN/Infinity literals and a cut last line; any other defect is an error."""
+def _tolerant_rows(data: bytes, before: int, path: Path, warnings: list[str]) -> list[Line]:
+    """Line by line, for NaN/Infinity literals and a cut last line; any other defect is an
+    error. `data` is a batch of whole lines that follows `before` lines of the file; only the
+    file's last line can lack its newline."""
     lines = data.split(b"\n")
     rows = []
     for i, line in enumerate(lines, 1):
         if not line.strip():
             continue
         try:
-            rows.append(decode(line, i, path))
+            rows.append(decode(line, before + i, path))
         except IngestError:
             if i < len(lines):
                 raise
-            warnings.append(f"last line {i} is cut off (no newline) and was skipped")
+            warnings.append(f"last line {before + i} is cut off (no newline) and was skipped")
     return rows
 
 

@@ -2,15 +2,15 @@
 from __future__ import annotations
 
 import csv
-import io
 import math
+from collections.abc import Iterator
 from pathlib import Path
 
 import pyarrow as pa
 
 from polytrace.ingest.contract import Format, IngestError, Parsed, Sample
 from polytrace.ingest.sniffing import looks_binary
-from polytrace.ingest.sources import check_utf8, read_bytes
+from polytrace.ingest.sources import BATCH_BYTES, read_head, text_stream
 from polytrace.ingest.step_metrics import StepMetrics
 
 STEP_COLUMNS = ("_step", "step")
@@ -29,7 +29,7 @@ def step_column(names: list[str]) -> str | None:
     return next((lowered[c] for c in STEP_COLUMNS if c in lowered), None)
 
 
-def as_numbers(column: pa.ChunkedArray) -> list[float | None]:
+def as_numbers(column: pa.Array) -> list[float | None]:
     """Cells as floats; empty or non-numeric cells are None. NaN and infinities are kept."""
     try:
         return column.cast(pa.float64()).to_pylist()
@@ -44,42 +44,48 @@ def _float(text: str | None) -> float | None:
         return None
 
 
-def read_table(path: Path) -> pa.Table:
+def read_batches(path: Path) -> Iterator[pa.RecordBatch]:
+    """The CSV's rows a batch at a time, every column as text (memory: one batch)."""
     import pyarrow.csv as pacsv  # where used: it is not needed to start up
 
-    data = read_bytes(path)
-    if looks_binary(data[:4096]):
+    head = read_head(path)
+    if looks_binary(head[:4096]):
         raise IngestError(path, "binary data, not a CSV export")
-    check_utf8(data, path)
-    names = header(data)
     try:
-        return pacsv.read_csv(
-            io.BytesIO(data),
-            convert_options=pacsv.ConvertOptions(
-                column_types={n: pa.string() for n in names},
-                null_values=[""], strings_can_be_null=True),
-        )
+        with text_stream(path) as stream:
+            reader = pacsv.open_csv(
+                stream,
+                read_options=pacsv.ReadOptions(block_size=BATCH_BYTES),
+                convert_options=pacsv.ConvertOptions(
+                    column_types={n: pa.string() for n in header(head)},
+                    null_values=[""], strings_can_be_null=True),
+            )
+            yield from reader
     except pa.ArrowInvalid as e:
         raise IngestError(path, f"malformed CSV ({str(e).splitlines()[0]})") from None
 
 
 def parse(path: Path) -> Parsed:
-    table = read_table(path)
-    step_name = step_column(table.column_names)
+    metrics = StepMetrics()
+    skipped, row, step_name = 0, 0, None
+    for batch in read_batches(path):
+        if step_name is None:
+            step_name = step_column(batch.schema.names)
+            if step_name is None:
+                raise IngestError(path, "no _step or step column in the CSV header")
+        steps = as_numbers(batch.column(step_name))
+        columns = {n: as_numbers(batch.column(n)) for n in batch.schema.names if n != step_name}
+        for i, step in enumerate(steps):
+            row += 1
+            if step is None or not math.isfinite(step) or step != int(step):
+                skipped += 1
+                continue
+            try:
+                metrics.add(int(step), {k: v[i] for k, v in columns.items() if v[i] is not None})
+            except IngestError as e:
+                raise IngestError(path, f"row {row}: {e.reason}") from None
     if step_name is None:
         raise IngestError(path, "no _step or step column in the CSV header")
-    steps = as_numbers(table.column(step_name))
-    metrics = StepMetrics()
-    columns = {n: as_numbers(table.column(n)) for n in table.column_names if n != step_name}
-    skipped = 0
-    for i, step in enumerate(steps):
-        if step is None or not math.isfinite(step) or step != int(step):
-            skipped += 1
-            continue
-        try:
-            metrics.add(int(step), {k: v[i] for k, v in columns.items() if v[i] is not None})
-        except IngestError as e:
-            raise IngestError(path, f"row {i + 1}: {e.reason}") from None
     if not metrics.steps:
         raise IngestError(path, f"no row has a whole-number {step_name}")
     warnings = [f"{skipped} row(s) without a whole-number {step_name} skipped"] if skipped else []
