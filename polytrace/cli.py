@@ -256,12 +256,69 @@ def cmd_serve(args) -> int:
 
     overrides = {k: v for k, v in (("host", args.host), ("port", args.port)) if v is not None}
     settings = polytrace_settings.load(db=args.db, lake=getattr(args, "lake", None), **overrides)
+    directories = _watched(args.watch or [])
+    if directories and settings.lake:
+        raise CliError("--watch appends to a database: drop --lake")
     app = create_app(settings)
     warning = settings.exposure_warning()
     if warning:
         print(warning, file=sys.stderr)
     print(f"PolyTrace serving {settings.lake or settings.db} at http://{settings.host}:{settings.port}/", file=sys.stderr)
-    uvicorn.run(app, host=settings.host, port=settings.port, log_level="warning")
+    watching = None
+    if directories:
+        from polytrace.server.watch import Watching
+
+        watching = app.state.watching = Watching(app.state.db, app.state.overview_lines, directories,
+                                                 settle_s=args.settle, poll_s=args.poll).start()
+        for run_id, d in watching.runs.items():
+            print(f"following {d} as run {run_id}", file=sys.stderr)
+    try:
+        uvicorn.run(app, host=settings.host, port=settings.port, log_level="warning")
+    finally:
+        if watching:
+            watching.stop()
+    return 0
+
+
+def _watched(paths: list[str]) -> list[Path]:
+    for p in paths:
+        if not Path(p).is_dir():
+            raise CliError(f"--watch {p}: no such directory (give the folder a training job writes)")
+    return [Path(p) for p in paths]
+
+
+def cmd_watch(args) -> int:
+    """Follow directories as a training job writes them: into --db, or pushed to --server."""
+    import threading
+
+    from polytrace import settings as polytrace_settings
+    from polytrace.server import watch
+
+    directories = _watched(args.directories)
+
+    def say(text: str) -> None:
+        print(f"watch: {text}", file=sys.stderr)
+
+    lines = None
+    if args.server:  # the server keeps the overview lines of what it is sent
+        def sink_for(run_id, name, source):
+            return watch.ServerSink(args.server, run_id, name, source, args.token or polytrace_settings.get().token)
+        con = None
+    else:
+        con = store.open(args.db)
+        lines = watch.OverviewLines(lambda fn, runs: fn(con))
+        sink_for = watch.sinks_into(con, lines)
+    try:
+        followers = [watch.follower(d, sink_for, settle_s=args.settle, final=args.once, say=say)
+                     for d in directories]
+        for f, d in zip(followers, directories):
+            print(f"following {d} as run {f.sink.run_id}", file=sys.stderr)
+            if lines:  # a watcher killed between an append and its line: the line, again
+                lines.mark(f.sink.run_id)
+        watch.follow(followers, threading.Event(), args.poll, say, once=args.once, lines=lines)
+    finally:
+        if con is not None:
+            con.close()
     return 0
 
 
@@ -480,6 +537,20 @@ def _print_comparison(rows: list[dict], model, args) -> int:
     return 0
 
 
+def _follow_options(p, watch_flag: str | None = None) -> None:
+    from polytrace.ingest.live import POLL_S, SETTLE_S
+
+    if watch_flag:
+        p.add_argument(watch_flag, action="append", metavar="DIR",
+                       help="follow this directory as a training job writes it, as one run "
+                       "(repeat for several)")
+    p.add_argument("--settle", type=float, default=SETTLE_S, metavar="S",
+                   help=f"a step file or trace unchanged this long is complete (default {SETTLE_S:g} s; "
+                   "a later step's file completes it at once)")
+    p.add_argument("--poll", type=float, default=POLL_S, metavar="S",
+                   help=f"look for new bytes this often (default {POLL_S:g} s)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="polytrace", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -540,7 +611,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--lake", metavar="DIR", help="serve this Parquet lake (read-only) instead of --db")
     p.add_argument("--host", help="address to bind (default: $POLYTRACE_HOST or 127.0.0.1)")
     p.add_argument("--port", type=int, help="port (default: $POLYTRACE_PORT or 8000)")
+    _follow_options(p, "--watch")
     p.set_defaults(func=cmd_serve)
+
+    p = sub.add_parser("watch", help="follow a training run as it writes: each directory is one run "
+                       "whose new steps are appended (into --db, or pushed to --server)")
+    p.add_argument("directories", nargs="+", metavar="DIR")
+    db_option(p)
+    p.add_argument("--server", metavar="URL", help="push to this PolyTrace server "
+                   "(POST /api/runs/{id}/append) instead of writing --db")
+    p.add_argument("--token", help="the server's bearer token (default: $POLYTRACE_TOKEN)")
+    p.add_argument("--once", action="store_true", help="load what there is, taking every file as "
+                   "complete (the job is over), and stop")
+    _follow_options(p)
+    p.set_defaults(func=cmd_watch)
 
     p = sub.add_parser("findings", help="what a run's numbers say: one sentence each, most severe first")
     p.add_argument("run_id", metavar="RUN_ID")

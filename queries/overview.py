@@ -38,8 +38,11 @@ def line(con, run_id: str, limits: Limits = Limits()) -> dict:
 
 
 def refresh(con, run_ids: list[str]) -> None:
-    """Recompute these runs' overview lines, in one transaction of the caller's connection."""
-    lines = [line(con, run_id) for run_id in run_ids]
+    """Recompute these runs' overview lines (those that exist), in one transaction of the caller's
+    connection."""
+    known = {r[0] for r in con.execute("SELECT run_id FROM runs WHERE list_contains($ids, run_id)",
+                                       {"ids": run_ids}).fetchall()}
+    lines = [line(con, run_id) for run_id in run_ids if run_id in known]
     if not lines:
         return
     now = datetime.now(timezone.utc).replace(tzinfo=None)

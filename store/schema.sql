@@ -282,3 +282,30 @@ CREATE TABLE IF NOT EXISTS ray_spans (
     ts_us  DOUBLE,  -- start on the trace's clock (us)
     dur_us DOUBLE   -- duration (us)
 );
+
+-- A run that follows a directory or a pusher as a training job writes it (ingest/live.py): where it
+-- comes from, the facts its files gave, and when its last step landed.
+CREATE TABLE IF NOT EXISTS live_runs (
+    live_run       VARCHAR PRIMARY KEY, -- the run's run_id, derived from the followed directory (not named run_id: follower state is not run data, so row counts, exports and deletes leave it out)
+    source         VARCHAR,   -- the followed directory, as the follower names it
+    facts          JSON,      -- run facts its files gave, first mention wins (runs columns are these, then what after_load hooks derive)
+    last_step      INTEGER,   -- the highest step committed so far
+    last_step_at   TIMESTAMP, -- when an append last brought a step (UTC)
+    last_append_at TIMESTAMP  -- when the last append committed anything (UTC)
+);
+
+-- How far each followed file of a live run is in the run: its committed byte offset, written in the
+-- same transaction as the rows those bytes gave, so a restarted follower resumes with no duplicate
+-- and no missing step.
+CREATE TABLE IF NOT EXISTS live_files (
+    live_run   VARCHAR,   -- the live run's run_id
+    file_name  VARCHAR,   -- path of the file below the followed directory
+    format     VARCHAR,   -- its format, detected from its first bytes
+    committed  BIGINT,    -- bytes of the file the run holds: whole lines of a log, or the whole file of a step file
+    identity   VARCHAR,   -- the file as the follower saw it (device:inode), to tell a rotated file from a grown one
+    mtime      DOUBLE,    -- modification time of a whole step file when it was committed (s since the epoch)
+    steps      INTEGER[], -- the steps a whole step file held (reloaded together if the file changes)
+    note       VARCHAR,   -- the last warning said about the file (truncated, rotated, stopped parsing), said once
+    updated_at TIMESTAMP, -- when its last bytes were committed (UTC)
+    PRIMARY KEY (live_run, file_name)
+);

@@ -5,23 +5,26 @@ import asyncio
 import inspect
 import json
 from functools import partial
+from pathlib import PurePosixPath
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Request
+import anyio
+from fastapi import APIRouter, Request, Response
 from fastapi import Path as PathParam
 from fastapi import Query as QueryParam
 from fastapi.concurrency import run_in_threadpool
 from pydantic import BaseModel
 
-from polytrace.ingest import registry
+from polytrace.ingest import live, registry
 from polytrace.ingest.contract import IngestError
 from polytrace.ingest.load import DiskFull, IngestResult, RunConflict, ingest_paths
+from polytrace.ingest.parsing import now
 from polytrace.ingest.run_facts import GIVEN_RUN_FACTS
-from polytrace.queries import display, render
-from polytrace.queries import overview
-from polytrace.queries.findings import collect, finding_queries
+from polytrace.queries import display, overview, render
 from polytrace.queries.catalog import ParamError, Query, bind, get_query, load_catalog
+from polytrace.queries.findings import collect, finding_queries
 from polytrace.queries.runner import Answer, BadValue, Limits, QueryTimeout
+from polytrace.server import watch
 from polytrace.server.db import Database
 from polytrace.server.deps import DbDep, SettingsDep, WriterDep
 from polytrace.server.errors import ApiError, ErrorBody
@@ -103,6 +106,28 @@ class Simulated(BaseModel):
     calibration: str
 
 
+class LiveStatus(BaseModel):
+    ok: bool = True
+    run_id: str
+    live: bool             # followed by this server, or an append within the last LIVE_WINDOW_S
+    followed: bool         # a directory this server follows (serve --watch)
+    source: str | None     # the followed directory, as its follower names it
+    last_step: int | None
+    last_step_at: Any      # when the last step landed (UTC)
+    last_append_at: Any
+    files: dict[str, dict[str, Any]]  # file -> committed, format, identity, mtime, steps, note
+
+
+class AppendedBody(BaseModel):
+    ok: bool = True
+    run_id: str
+    file: str
+    committed: int         # the file's bytes the run holds now: send the next append from here
+    steps: list[int]       # steps this append brought or changed
+    rows: int
+    notes: list[str]
+
+
 class Catalog(BaseModel):
     ok: bool = True
     queries: list[dict[str, Any]]
@@ -137,6 +162,15 @@ def build_router() -> APIRouter:
                          dependencies=[WriterDep], response_model=Deleted,
                          responses=_errors(401, 403, 404, 422, 507),
                          summary="Delete a run and all its rows, its ingest log included")
+    router.add_api_route("/runs/{run_id}/live", live_status, methods=["GET"], operation_id="live_status",
+                         response_model=LiveStatus, responses=_errors(404, 422),
+                         summary="A live run: when its last step landed, and each followed file's committed offset")
+    router.add_api_route("/runs/{run_id}/append", append_run, methods=["POST"], operation_id="append_run",
+                         dependencies=[WriterDep], response_model=AppendedBody, openapi_extra=_append_body(),
+                         responses={**_errors(400, 401, 403, 408, 413, 415, 422, 507),
+                                    409: {"description": "A gap: resend from `offset`",
+                                          "content": {"application/json": {}}}},
+                         summary="Append a followed file's new bytes to a live run (a training job's callback)")
     router.add_api_route("/runs/{run_id}/whatif", simulate_run, methods=["POST"],
                          operation_id="simulate_run", dependencies=[WriterDep],
                          response_model=Simulated, responses=_errors(401, 404, 409),
@@ -160,9 +194,31 @@ async def health(request: Request, settings: SettingsDep) -> dict:
 
 # --- runs -------------------------------------------------------------------------------------
 
-async def list_runs(db: DbDep, settings: SettingsDep) -> dict:
+async def list_runs(request: Request, response: Response, db: DbDep, settings: SettingsDep) -> Any:
+    etag = db.etag()
+    if unchanged := not_modified(request, etag):
+        return unchanged
     answer = await run_bound(db, settings, get_query("runs"), {})
+    response.headers.update(validators(etag))
     return {"ok": True, "runs": [dict(zip(answer.columns, r)) for r in answer.rows]}
+
+
+# --- conditional GETs: a poller asks with If-None-Match and gets 304 until a write changes the answer
+
+def validators(etag: str) -> dict[str, str]:
+    """An answer's ETag, and that a cache must ask again (If-None-Match) before using it."""
+    return {"ETag": etag, "Cache-Control": "no-cache"}
+
+
+def not_modified(request: Request, etag: str) -> Response | None:
+    """304 when If-None-Match names the answer's current ETag (compared weakly, as for GET)."""
+    sent = request.headers.get("if-none-match")
+    if not sent:
+        return None
+    bare = etag.removeprefix("W/")
+    if any(t.strip() == "*" or t.strip().removeprefix("W/") == bare for t in sent.split(",")):
+        return Response(status_code=304, headers=validators(etag))
+    return None
 
 
 def _records(res) -> list[dict[str, Any]]:
@@ -186,11 +242,16 @@ def _run_detail(run_id: str, cur) -> dict | None:
     return {"ok": True, "run": run, "ingests": ingests, "rows": row_counts(cur, run_id)}
 
 
-async def get_run(run_id: RunIdPath, db: DbDep, settings: SettingsDep) -> dict:
+async def get_run(run_id: RunIdPath, request: Request, response: Response, db: DbDep,
+                  settings: SettingsDep) -> Any:
+    etag = db.etag([run_id])
+    if unchanged := not_modified(request, etag):
+        return unchanged
     detail = await run_in_threadpool(db.read, partial(_run_detail, run_id), settings.query_timeout_ms,
                                      f"run {run_id!r}")
     if detail is None:
         raise ApiError(404, f"unknown run {run_id!r}")
+    response.headers.update(validators(etag))
     return detail
 
 
@@ -201,12 +262,142 @@ async def run_findings(db: Database, settings: Settings, run_id: str) -> list[di
     return collect(answers)
 
 
-async def get_findings(run_id: str, db: DbDep, settings: SettingsDep) -> dict:
+async def get_findings(run_id: str, request: Request, response: Response, db: DbDep,
+                       settings: SettingsDep) -> Any:
+    etag = db.etag([run_id])
+    if unchanged := not_modified(request, etag):
+        return unchanged
     known = await run_in_threadpool(db.read, partial(exists, run_id=run_id), settings.query_timeout_ms,
                                     f"run {run_id!r}")
     if not known:
         raise ApiError(404, f"unknown run {run_id!r}")
+    response.headers.update(validators(etag))
     return {"ok": True, "findings": await run_findings(db, settings, run_id)}
+
+
+# --- live runs ------------------------------------------------------------------------------------
+
+# A run that got an append this recently is live, even when no directory of this server feeds it.
+LIVE_WINDOW_S = 300
+# One append's bytes are held in memory: a log is sent in chunks, a step file or trace whole.
+APPEND_MAX_BYTES = 256 << 20
+
+
+def _utc(value) -> str | None:
+    return None if value is None else value.isoformat() + "Z"
+
+
+def _live_status(run_id: str, followed: bool, cur) -> dict | None:
+    if not exists(cur, run_id):
+        return None
+    row = cur.execute("SELECT source, last_step, last_step_at, last_append_at FROM live_runs WHERE live_run = ?",
+                      [run_id]).fetchall()
+    source, last_step, step_at, append_at = row[0] if row else (None, None, None, None)
+    recent = append_at is not None and (now() - append_at).total_seconds() < LIVE_WINDOW_S
+    return {"ok": True, "run_id": run_id, "live": bool(row) and (followed or recent), "followed": followed,
+            "source": source, "last_step": last_step, "last_step_at": _utc(step_at),
+            "last_append_at": _utc(append_at),
+            "files": {name: f.as_dict() for name, f in live.file_states(cur, run_id).items()}}
+
+
+async def live_status(run_id: RunIdPath, request: Request, response: Response, db: DbDep,
+                      settings: SettingsDep) -> Any:
+    """Polled by the run page (and a pusher resuming): answers 304 while nothing changed."""
+    etag = db.etag([run_id])
+    if unchanged := not_modified(request, etag):
+        return unchanged
+    watching = getattr(request.app.state, "watching", None)
+    followed = watching is not None and run_id in watching.runs
+    status = await run_in_threadpool(db.read, partial(_live_status, run_id, followed),
+                                     settings.query_timeout_ms, f"run {run_id!r}")
+    if status is None:
+        raise ApiError(404, f"unknown run {run_id!r}")
+    response.headers.update(validators(etag))
+    return status
+
+
+def _append_body() -> dict:
+    return {"requestBody": {"required": True, "content": {"application/octet-stream": {
+        "schema": {"type": "string", "format": "binary"},
+        "example": "step:3 - timing_s/step:41.2 - ...\n"}},
+        "description": "The file's bytes from `offset`: a log's new bytes (only whole lines are taken), "
+                       "or a whole step file or trace (offset 0, complete=true)."}}
+
+
+async def _append_bytes(request: Request, timeout_s: float) -> bytes:
+    declared = request.headers.get("content-length")
+    too_big = ApiError(413, f"an append carries at most {APPEND_MAX_BYTES} bytes: send a log in chunks")
+    if declared and declared.isdigit() and int(declared) > APPEND_MAX_BYTES:
+        raise too_big
+    data = bytearray()
+    try:
+        with anyio.fail_after(timeout_s):
+            async for part in request.stream():
+                data += part
+                if len(data) > APPEND_MAX_BYTES:
+                    raise too_big
+    except TimeoutError:
+        raise ApiError(408, f"the append's body did not arrive within {timeout_s:g} s "
+                            "(POLYTRACE_UPLOAD_TIMEOUT_S)") from None
+    return bytes(data)
+
+
+def _followed_name(name: str) -> str:
+    """A followed file's path below its directory: relative, nowhere above it, each part a file name."""
+    parts = PurePosixPath(name).parts
+    if (not parts or name.startswith("/") or ".." in parts or "\\" in name or not name.isprintable()
+            or any(len(part.encode()) > 255 for part in parts)):
+        raise ApiError(422, f"parameter 'file': {name[:80]!r} is not a relative path below the followed directory")
+    return name
+
+
+def _printable(value: str | None, field: str) -> str | None:
+    if value is not None and not value.isprintable():
+        raise ApiError(422, f"parameter {field!r} must be printable text")
+    return value
+
+
+async def append_run(
+    run_id: RunIdPath, request: Request, db: DbDep, settings: SettingsDep,
+    file: Annotated[str, QueryParam(min_length=1, max_length=1000,
+                                    description="The file's path below the followed directory.")],
+    offset: Annotated[int, QueryParam(ge=0, le=2**62, description="Where the body starts in the file.")] = 0,
+    complete: Annotated[bool, QueryParam(description="A whole step file or trace that stopped growing.")] = False,
+    reset: Annotated[bool, QueryParam(description="A new file under a known name (rotated or truncated): "
+                                                  "the body starts it at offset 0.")] = False,
+    trace_format: Annotated[str | None, QueryParam(alias="format", description="The file's format; "
+                                                   "default: sniffed from its first bytes.")] = None,
+    identity: Annotated[str | None, QueryParam(max_length=200, description="The file's device:inode "
+                                               "where it is written (tells a rotated file).")] = None,
+    mtime: Annotated[float | None, QueryParam(description="Its modification time (s since the epoch).")] = None,
+    name: Annotated[str | None, QueryParam(max_length=500, description="Run name, when this append "
+                                           "creates the run.")] = None,
+    source: Annotated[str | None, QueryParam(max_length=4000, description="The followed directory, as "
+                                             "the sender names it.")] = None,
+) -> Any:
+    """Commit a followed file's whole steps to the live run `run_id` (created by its first append), in one
+    transaction with the file's committed offset. Idempotent: bytes before the committed offset are
+    skipped. Answers the committed offset; 409 with `offset` when the body starts past it."""
+    chunk = live.Chunk(_followed_name(file), offset, await _append_bytes(request, settings.upload_timeout_s),
+                       format=_forced_format(trace_format), complete=complete, identity=identity,
+                       mtime=mtime, reset=reset)
+    name, source = _printable(name, "name"), _printable(source, "source")
+    try:
+        got = await run_in_threadpool(db.write, partial(watch.commit, run_id=run_id, chunk=chunk,
+                                                        name=name, source=source), [run_id])
+    except live.Gap as e:
+        return Json({"ok": False, "error": f"{file}: {e.reason}", "status": 409, "offset": e.offset},
+                    status_code=409)
+    except RunConflict as e:
+        raise ApiError(409, str(e)) from None
+    except IngestError as e:
+        await run_in_threadpool(db.write, partial(live.record_note, run_id=run_id, file_name=chunk.file_name,
+                                                  note=str(e)), [run_id])
+        raise ApiError(_ingest_status(e), e.worded(_form_field)) from None
+    if got.steps or got.rows:
+        request.app.state.overview_lines.mark(run_id)
+    return {"ok": True, "run_id": run_id, "file": chunk.file_name, "committed": got.committed,
+            "steps": got.steps, "rows": got.rows, "notes": got.notes}
 
 
 async def remove_run(run_id: RunIdPath, db: DbDep) -> dict:
@@ -414,18 +605,31 @@ async def chart_body(db: Database, settings: Settings, query: Query, params: dic
     return body
 
 
+def _read_runs(query: Query, params: dict[str, str]) -> list[str] | None:
+    """The runs a query's answer reads (its run_id or *_run parameters); None: it may read any."""
+    names = [p.name for p in query.params if p.name == "run_id" or p.name.endswith("_run")]
+    runs = [params.get(n) for n in names]
+    return runs if names and all(runs) else None
+
+
 async def answer(query: Query, request: Request, db: Database, settings: Settings,
                  fmt: str | None) -> Any:
     params = {k: v for k, v in request.query_params.items() if k != "format"}
     fmt = fmt or negotiate(request.headers.get("accept"))
+    etag = db.etag(_read_runs(query, params), variant=fmt)
+    if unchanged := not_modified(request, etag):
+        return unchanged
     if fmt == "json":
-        return Json(await chart_body(db, settings, query, params))
-    try:
-        bound = bind(query, {k: v for k, v in params.items() if k not in DISPLAY_PARAMS})
-    except ParamError as e:
-        raise ApiError(422, str(e)) from None
-    result = await run_bound(db, settings, query, bound)
-    return parquet_result(result, query.name) if fmt == "parquet" else csv_result(result, query.name)
+        out = Json(await chart_body(db, settings, query, params))
+    else:
+        try:
+            bound = bind(query, {k: v for k, v in params.items() if k not in DISPLAY_PARAMS})
+        except ParamError as e:
+            raise ApiError(422, str(e)) from None
+        result = await run_bound(db, settings, query, bound)
+        out = parquet_result(result, query.name) if fmt == "parquet" else csv_result(result, query.name)
+    out.headers.update(validators(etag))
+    return out
 
 
 async def run_query(name: str, request: Request, db: DbDep, settings: SettingsDep,

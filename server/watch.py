@@ -1,0 +1,262 @@
+"""Following training runs as they write: inside the server that owns the DuckDB file
+(`polytrace serve --watch DIR`), into a database file (`polytrace watch DIR --db FILE`), or toward
+a running server through POST /api/runs/{id}/append (`polytrace watch DIR --server URL`).
+
+Every path commits through `commit` (ingest.load.append_chunk: one transaction with the file's
+committed offset). The run's line in the runs overview reads every step of the run, so it is
+kept off the append path: OverviewLines refreshes it at most every OVERVIEW_EVERY_S during a
+burst of appends, and once more as soon as the run goes quiet.
+"""
+from __future__ import annotations
+
+import json
+import sys
+import threading
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import duckdb
+
+from polytrace.ingest.contract import IngestError
+from polytrace.ingest.live import (
+    POLL_S,
+    SETTLE_S,
+    Appended,
+    Chunk,
+    FileState,
+    Follower,
+    Gap,
+    file_states,
+    live_run_id,
+    record_note,
+)
+from polytrace.ingest.load import append_chunk
+from polytrace.queries import overview
+
+Say = Callable[[str], None]
+
+
+OVERVIEW_EVERY_S = 2.0   # during a burst of appends, a run's overview line at most this often
+QUIET_S = 1.0            # a run with no append for this long gets its line at once
+
+
+def commit(con, run_id: str, chunk: Chunk, name: str | None = None, source: str | None = None) -> Appended:
+    """Append a chunk to a live run (one transaction with the file's committed offset)."""
+    return append_chunk(con, run_id, chunk, name=name, source=source)
+
+
+class OverviewLines:
+    """The runs-overview lines of the live runs that changed, refreshed through `write(fn, runs)`:
+    by flush() from a follower's loop, or by its own thread in a server (start())."""
+
+    def __init__(self, write: Callable[..., Any]):
+        self.write = write
+        self._marked: dict[str, float] = {}     # run -> its last append
+        self._refreshed: dict[str, float] = {}  # run -> its line's last refresh
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def mark(self, run_id: str) -> None:
+        with self._lock:
+            self._marked[run_id] = time.monotonic()
+
+    def flush(self, force: bool = False) -> list[str]:
+        """Refresh the lines that are due (all marked ones with `force`); returns their runs."""
+        now_s = time.monotonic()
+        with self._lock:
+            due = [r for r, at in self._marked.items()
+                   if force or now_s - at >= QUIET_S or now_s - self._refreshed.get(r, 0) >= OVERVIEW_EVERY_S]
+            for r in due:
+                del self._marked[r]
+                self._refreshed[r] = now_s
+        for run_id in due:
+            self.write(lambda con, run_id=run_id: overview.refresh(con, [run_id]), [run_id])
+        return due
+
+    def start(self) -> OverviewLines:
+        self._thread = threading.Thread(target=self._run, name="polytrace-overview", daemon=True)
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        while not self._stop.wait(QUIET_S / 2):
+            try:
+                self.flush()
+            except duckdb.Error as e:  # said, and tried again at the next append
+                print(f"overview: {e}", file=sys.stderr)
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread:
+            self._thread.join(timeout=30)
+        self.flush(force=True)
+
+
+@dataclass
+class DatabaseSink:
+    """A follower's commits into a database: a DuckDB connection (the CLI's) or, through `write`, the
+    server's one writer (which then knows the run changed, for its ETags)."""
+
+    run_id: str
+    name: str
+    source: str
+    write: Callable[[Callable], Any]
+    lines: OverviewLines | None = None  # None: the run's overview line right after each append
+
+    def states(self) -> dict[str, FileState]:
+        return self.write(lambda con: file_states(con, self.run_id))
+
+    def append(self, chunk: Chunk) -> Appended:
+        appended = self.write(lambda con: commit(con, self.run_id, chunk, self.name, self.source))
+        if not (appended.steps or appended.rows):
+            return appended
+        if self.lines:
+            self.lines.mark(self.run_id)
+        else:
+            self.write(lambda con: overview.refresh(con, [self.run_id]))
+        return appended
+
+    def note(self, file_name: str, text: str) -> None:
+        self.write(lambda con: record_note(con, self.run_id, file_name, text))
+
+
+def sinks_into(con, lines: OverviewLines | None = None) -> Callable[[str, str, str], DatabaseSink]:
+    """A follower's sinks into a connection this process alone writes with (`watch --db`); without
+    `lines`, each append refreshes its run's overview line at once."""
+    return lambda run_id, name, source: DatabaseSink(run_id, name, source, lambda fn: fn(con), lines)
+
+
+@dataclass
+class ServerSink:
+    """A follower's commits pushed to a server: POST /api/runs/{id}/append with the file's bytes
+    from an offset; the server answers what it has committed."""
+
+    url: str
+    run_id: str
+    name: str
+    source: str
+    token: str | None = None
+    timeout_s: float = 60
+
+    def states(self) -> dict[str, FileState]:
+        try:
+            body = self._call("GET", f"/api/runs/{self.run_id}/live")
+        except Refused as e:
+            if e.status == 404:  # no such run yet: its first append makes it
+                return {}
+            raise
+        return {name: FileState(f["committed"], f["format"], f["identity"], f["mtime"], f["steps"] or [],
+                                f["note"]) for name, f in body["files"].items()}
+
+    def append(self, chunk: Chunk) -> Appended:
+        data = chunk.data if chunk.data is not None else chunk.path.read_bytes()
+        params = {"file": chunk.file_name, "offset": chunk.offset, "name": self.name, "source": self.source,
+                  **{k: v for k, v in (("format", chunk.format), ("identity", chunk.identity),
+                                       ("mtime", None if chunk.mtime is None else repr(chunk.mtime)))
+                     if v is not None},
+                  **({"complete": "true"} if chunk.complete else {}), **({"reset": "true"} if chunk.reset else {})}
+        body = self._call("POST", f"/api/runs/{self.run_id}/append?{urllib.parse.urlencode(params)}", data)
+        return Appended(body["committed"], body["steps"], body["rows"], body["notes"])
+
+    def note(self, file_name: str, text: str) -> None:
+        """What the pusher says about its files stays with it: the server records its own notes."""
+
+    def _call(self, method: str, path: str, data: bytes | None = None) -> dict:
+        headers = {"Content-Type": "application/octet-stream"} if data is not None else {}
+        if self.token:
+            headers["Authorization"] = f"Bearer {self.token}"
+        request = urllib.request.Request(self.url.rstrip("/") + path, data=data, method=method, headers=headers)
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout_s) as answer:
+                return json.loads(answer.read())
+        except urllib.error.HTTPError as e:
+            body = _error_body(e)
+            error = body.get("error", str(e.reason))
+            if e.code == 409 and "offset" in body:
+                raise Gap(path, int(body["offset"])) from None
+            if e.code in (401, 403) or e.code >= 500:  # about every file: said, and tried again
+                raise ConnectionError(f"{self.url} answered {e.code}: {error}") from None
+            raise Refused(e.code, error) from None
+        except (urllib.error.URLError, OSError) as e:
+            raise ConnectionError(f"cannot reach {self.url} ({getattr(e, 'reason', e)}); trying again") from None
+
+
+class Refused(IngestError):
+    """The server refused a file's bytes (or knows no such run): its status and one-line error."""
+
+    def __init__(self, status: int, error: str):
+        super().__init__(None, f"the server answered {status}: {error}")
+        self.status = status
+
+
+def _error_body(e: urllib.error.HTTPError) -> dict:
+    try:
+        return json.loads(e.read())
+    except ValueError:
+        return {}
+
+
+def follower(directory: Path, sink_for: Callable[[str, str, str], Any], *, settle_s: float = SETTLE_S,
+             final: bool = False, say: Say) -> Follower:
+    """A follower of `directory` into the run named after it, whose id the directory's path gives."""
+    source = str(directory)
+    run_id = live_run_id(directory)
+    return Follower(directory, sink_for(run_id, Path(directory).resolve().name, source), settle_s=settle_s,
+                    final=final, say=say)
+
+
+def follow(followers: list[Follower], stop: threading.Event, poll_s: float = POLL_S, say: Say = print,
+           once: bool = False, lines: OverviewLines | None = None) -> None:
+    """Tick every follower until `stop` is set (or once); a failing tick is said once and retried.
+    `lines` (a follower's own, without a thread of its own) is flushed after every round."""
+    said = set()
+    while True:
+        for f in followers:
+            try:
+                f.tick()
+            except (IngestError, OSError, duckdb.Error) as e:
+                text = f"{f.root}: {e}"
+                if text not in said:
+                    said.add(text)
+                    say(text)
+        if lines:
+            lines.flush(force=once)
+        if once or stop.wait(poll_s):
+            return
+
+
+class Watching:
+    """The server's followers, on one thread that commits through the server's one writer."""
+
+    def __init__(self, db, lines: OverviewLines, directories: list[Path], *, settle_s: float = SETTLE_S,
+                 poll_s: float = POLL_S, say: Say | None = None):
+        self.db, self.lines, self.poll_s = db, lines, poll_s
+        self.say = say or (lambda text: print(f"watch: {text}", file=sys.stderr))
+        self.directories = [Path(d) for d in directories]
+        self.settle_s = settle_s
+        self.runs = {live_run_id(d): d for d in self.directories}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="polytrace-watch", daemon=True)
+
+    def _sink(self, run_id: str, name: str, source: str) -> DatabaseSink:
+        return DatabaseSink(run_id, name, source, lambda fn: self.db.write(fn, runs=[run_id]), self.lines)
+
+    def _run(self) -> None:
+        followers = [follower(d, self._sink, settle_s=self.settle_s, say=self.say) for d in self.directories]
+        for run_id in self.runs:  # a server killed between an append and its line: the line, again
+            self.lines.mark(run_id)
+        follow(followers, self._stop, self.poll_s, self.say)
+
+    def start(self) -> Watching:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=30)

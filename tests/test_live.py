@@ -1,0 +1,601 @@
+"""Following a run while it trains: a real verl log and DAPO packed lengths played into a watched
+directory by another process, against a batch ingest of the same bytes at each step, through
+SIGKILLs of the follower, and on an open run page in Chromium."""
+from __future__ import annotations
+
+import json
+import math
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from polytrace import store
+from polytrace.ingest.live import Chunk, Gap, live_run_id
+from polytrace.ingest.load import append_chunk, ingest_paths
+from polytrace.queries import overview, render
+from polytrace.queries.catalog import load_catalog
+from polytrace.queries.runner import run
+from polytrace.server.responses import Json
+from polytrace.server.routers.api import _run_detail
+from polytrace.server.watch import follower, sinks_into
+from tests import test_browser
+from tests.conftest import ROOT, SHARED_DATA, free_port
+from tests.test_browser import console_errors, open_page, screenshot
+
+# Chromium and a page of it that records console errors, as the dashboard's browser tests have them
+browser, page = test_browser.browser, test_browser.page
+
+LOG = "verl-logs/qwen3-4b-agent-run-i80f2v90.output.log"
+DAPO = "polytrace/verl/profile/packed_length_log/20260614_023133"
+FILTER = "dapo_filter_indices.jsonl"
+LOG_STEPS = 24          # step lines of the log played (its steps 0-23)
+SETTLE = "0.3"          # the followers' settle time in these tests (s)
+WAIT_S = 60             # the longest any wait loop here waits
+
+
+# --- the replay: what a training job writes, unit by unit -----------------------------------------
+
+def plan(data: Path, log_steps: int = LOG_STEPS) -> list[list[tuple[str, bytes]]]:
+    """Units of writes (file, bytes) in the order a DAPO job writes them: the log's preamble, then
+    each step's lines (those since the step before, ending with its step line), and every third
+    step a packed-lengths file, then its filter line."""
+    lines = [line + b"\n" for line in (data / LOG).read_bytes().split(b"\n")]
+    starts = [i for i, line in enumerate(lines) if line.startswith(b"step:")][:log_steps]
+    filters = (data / DAPO / FILTER).read_bytes().splitlines(keepends=True)
+    packed = sorted((data / DAPO).glob("packed_lengths_step_*.jsonl"), key=lambda p: int(p.stem.rsplit("_", 1)[1]))
+    units, done = [[("output.log", b"".join(lines[:starts[0]]))]], starts[0]
+    for k, start in enumerate(starts):
+        units.append([("output.log", b"".join(lines[done:start + 1]))])
+        done = start + 1
+        if k % 3 == 1 and packed:
+            step_file = packed.pop(0)
+            units.append([(step_file.name, step_file.read_bytes())])
+            units.append([(FILTER, filters.pop(0))])
+    return units
+
+
+def play(unit: list[tuple[str, bytes]], root: Path, pause_s: float) -> None:
+    """Write a unit as a job would: a log line in two writes (a reader sees half a line), a step file
+    in two halves."""
+    for name, data in unit:
+        half = len(data) // 2
+        with open(root / name, "ab") as f:
+            for part in (data[:half], data[half:]):
+                f.write(part)
+                f.flush()
+                time.sleep(pause_s)
+
+
+def replay(root: str, data: str, lockstep: bool, pause_s: float = 0.02, seed: int = 0) -> None:
+    """The writer process: each unit, then (lockstep) wait for 'next' on stdin, else a short pause."""
+    rng = random.Random(seed)
+    for i, unit in enumerate(plan(Path(data))):
+        play(unit, Path(root), pause_s)
+        print(f"done {i}", flush=True)
+        if lockstep:
+            if sys.stdin.readline().strip() != "next":
+                return
+        else:
+            time.sleep(rng.uniform(0.02, 0.12))
+    print("end", flush=True)
+
+
+def writer(root: Path, lockstep: bool, seed: int = 0) -> subprocess.Popen:
+    code = f"from tests.test_live import replay; replay({str(root)!r}, {str(SHARED_DATA)!r}, {lockstep}, seed={seed})"
+    return subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            text=True)
+
+
+# --- the two sides: the live run as the server answers, a batch ingest of the same bytes ------------
+
+def per_run_queries() -> list[str]:
+    return sorted(q.name for q in load_catalog().values()
+                  if any(p.name == "run_id" for p in q.params)
+                  and all(p.name == "run_id" or not p.required for p in q.params))
+
+
+def encoded(body) -> dict:
+    """A body as the API writes it (NaN as null), read back."""
+    return json.loads(Json(body).body)
+
+
+def normal(detail: dict) -> dict:
+    """A run's detail without what names the attempt rather than the data: its id, digest, times."""
+    run = {k: v for k, v in detail["run"].items() if k not in ("run_id", "sha256", "created_at")}
+    ingests = sorted((i["file_name"], i["format"], i["bytes"], i["rows"], i["status"]) for i in detail["ingests"])
+    return {"run": run, "ingests": ingests, "rows": detail["rows"]}
+
+
+def listed(rows: list[dict], run_id: str) -> dict:
+    (row,) = [r for r in rows if r["run_id"] == run_id]
+    return {k: v for k, v in row.items() if k not in ("run_id", "created_at")}
+
+
+def batch_answers(root: Path, shown: str, name: str, queries: list[str]) -> dict:
+    """What a batch ingest of the directory's bytes answers, with the live run's id in its place."""
+    con = store.open(":memory:")
+    try:
+        rid = ingest_paths(con, [root], name=name, names={root: shown}).run_id
+        overview.refresh(con, [rid])
+        out = {"run": normal(encoded(_run_detail(rid, con)))}
+        for name_ in ("runs", "runs_overview"):
+            answer = render.records(run(con, load_catalog()[name_], {}))
+            out[name_] = listed(encoded(answer), rid)
+        for q in queries:
+            out[q] = encoded(render.json_body(run(con, load_catalog()[q], {"run_id": rid})))
+        return json.loads(json.dumps(out).replace(rid, "RUN"))
+    finally:
+        con.close()
+
+
+def live_answers(url: str, run_id: str, queries: list[str]) -> dict:
+    with httpx.Client(base_url=url, timeout=60) as client:
+        out = {"run": normal(client.get(f"/api/runs/{run_id}").json())}
+        out["runs"] = listed(client.get("/api/runs").json()["runs"], run_id)
+        out["runs_overview"] = listed(render_rows(client.get("/api/queries/runs_overview").json()), run_id)
+        for q in queries:
+            out[q] = client.get(f"/api/queries/{q}", params={"run_id": run_id}).json()
+    return json.loads(json.dumps(out).replace(run_id, "RUN"))
+
+
+def render_rows(body: dict) -> list[dict]:
+    return [dict(zip(body["columns"], r)) for r in body["rows"]]
+
+
+def same(a, b) -> bool:
+    """Equal, floats up to their last bits: a sum over the same values in another row order (the
+    live run's rows land step by step) may round differently in its last place."""
+    if isinstance(a, float) and isinstance(b, float):
+        return math.isclose(a, b, rel_tol=1e-12, abs_tol=1e-300) or (math.isnan(a) and math.isnan(b))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+    return a == b
+
+
+def differences(live: dict, batch: dict) -> list[str]:
+    """The answers (by name) that differ."""
+    return [k for k in batch if not same(live.get(k), batch[k])]
+
+
+# --- the follower processes -----------------------------------------------------------------------
+
+def serve(db: Path, root: Path, port: int) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "polytrace", "serve", "--db", str(db), "--port", str(port),
+                             "--watch", str(root), "--settle", SETTLE, "--poll", "0.1"], cwd=ROOT,
+                            stderr=subprocess.PIPE, text=True)
+
+
+def watcher(db: Path, root: Path, *extra: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "polytrace", "watch", str(root), "--db", str(db),
+                             "--settle", SETTLE, "--poll", "0.1", *extra], cwd=ROOT, stderr=subprocess.PIPE,
+                            text=True)
+
+
+def up(url: str, proc: subprocess.Popen) -> None:
+    deadline = time.monotonic() + WAIT_S
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, proc.stderr.read()
+        try:
+            if httpx.get(f"{url}/api/health", timeout=2).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.1)
+    raise AssertionError(f"no server at {url} after {WAIT_S} s")
+
+
+def caught_up(url: str, run_id: str, root: Path) -> dict:
+    """Wait until the run holds every byte of every file below root: the live status then."""
+    want = {p.name: p.stat().st_size for p in root.iterdir()}
+    deadline, status = time.monotonic() + WAIT_S, None
+    while time.monotonic() < deadline:
+        r = httpx.get(f"{url}/api/runs/{run_id}/live", timeout=10)
+        if r.status_code == 200:
+            status = r.json()
+            if {n: f["committed"] for n, f in status["files"].items()} == want:
+                return status
+        time.sleep(0.05)
+    raise AssertionError(f"the run did not catch up with {want}: {status}")
+
+
+def overview_caught_up(url: str, run_id: str, queries: list[str], batch: dict) -> dict:
+    """The live answers once the run's overview line, which the server refreshes off the append
+    path (at once when the run goes quiet), counts the steps that landed."""
+    deadline, live = time.monotonic() + WAIT_S, {}
+    while time.monotonic() < deadline:
+        live = live_answers(url, run_id, queries)
+        if same(live["runs_overview"], batch["runs_overview"]):
+            break
+        time.sleep(0.2)
+    return live
+
+
+def stop(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)
+
+
+@pytest.fixture
+def watched(tmp_path, shared_data) -> Path:
+    root = tmp_path / "qwen3-4b-live"
+    root.mkdir()
+    return root
+
+
+# --- tests -------------------------------------------------------------------------------------
+
+def test_each_step_answers_as_a_batch_ingest_of_the_same_bytes(watched, tmp_path):
+    """The writer plays a unit, the server follows; then every per-run catalog query, the run's
+    detail and its lines in the runs lists equal a batch ingest of the directory as it is."""
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    server = serve(tmp_path / "live.duckdb", watched, port)
+    job = writer(watched, lockstep=True)
+    run_id, queries, checked = live_run_id(watched), per_run_queries(), []
+    try:
+        up(url, server)
+        assert job.stdout.readline().startswith("done 0")  # the preamble: no step yet
+        caught_up(url, run_id, watched)
+        for _ in range(200):  # bounded: the plan has fewer units
+            job.stdin.write("next\n")
+            job.stdin.flush()
+            line = job.stdout.readline()
+            if not line.startswith("done"):
+                break
+            status = caught_up(url, run_id, watched)
+            batch = batch_answers(watched, str(watched), watched.name, queries)
+            live = overview_caught_up(url, run_id, queries, batch)
+            assert differences(live, batch) == [], (line, {k: (live.get(k), batch[k]) for k in differences(live, batch)})
+            checked.append(status["last_step"])
+    finally:
+        job.kill()
+        stop(server)
+    # every unit was checked: the log's steps 0-23, and 6 packed-lengths steps with their filter lines
+    assert len(checked) == LOG_STEPS + 2 * 6
+    assert max(checked) == LOG_STEPS - 1
+
+
+TABLES = ("samples", "step_metrics", "turns", "tool_calls", "rank_stage", "gpu_events", "gpu_step_time",
+          "profiler_steps", "step_lengths", "step_ranks", "step_turns")
+
+
+def state(con, run_id: str) -> dict:
+    """A run's rows in every table the replay fills (and two aggregates), and its detail."""
+    tables = {t: con.execute(f'SELECT * EXCLUDE (run_id) FROM "{t}" WHERE run_id = ? ORDER BY ALL',
+                             [run_id]).fetchall() for t in TABLES}
+    return {"tables": tables, "run": normal(encoded(_run_detail(run_id, con)))}
+
+
+def final_state(db: Path, root: Path) -> dict:
+    """The followed run as its database holds it, with its files' committed offsets."""
+    con = store.open(db, "r")
+    try:
+        run_id = live_run_id(root)
+        files = dict(con.execute("SELECT file_name, committed FROM live_files WHERE live_run = ?",
+                                 [run_id]).fetchall())
+        return {**state(con, run_id), "files": files}
+    finally:
+        con.close()
+
+
+def batch_state(root: Path) -> dict:
+    """A batch ingest of the directory's bytes, with every file whole."""
+    con = store.open(":memory:")
+    try:
+        rid = ingest_paths(con, [root], name=root.name, names={root: str(root)}).run_id
+        return {**state(con, rid), "files": {p.name: p.stat().st_size for p in root.iterdir()}}
+    finally:
+        con.close()
+
+
+def kill_during_replay(root: Path, start, seed: int) -> None:
+    """Play the whole plan at its own pace while the follower is SIGKILLed at a few seeded random
+    moments and started again."""
+    rng = random.Random(seed)
+    job = writer(root, lockstep=False, seed=seed)
+    proc = start()
+    try:
+        for _ in range(3):
+            time.sleep(rng.uniform(0.5, 2.5))
+            proc.send_signal(signal.SIGKILL)
+            proc.wait(timeout=10)
+            proc = start()
+        assert job.wait(timeout=WAIT_S) == 0
+    finally:
+        job.kill()
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=10)
+
+
+@pytest.mark.parametrize("seed", [7, 1234])
+def test_a_watcher_killed_mid_replay_resumes_with_no_duplicate_and_no_missing_step(watched, tmp_path, seed):
+    db = tmp_path / "watched.duckdb"
+    kill_during_replay(watched, lambda: watcher(db, watched), seed)
+    # the job is over: one last pass takes every file as it is
+    finish = watcher(db, watched, "--once")
+    assert finish.wait(timeout=WAIT_S) == 0, finish.stderr.read()
+    assert same(final_state(db, watched), batch_state(watched))
+
+
+def test_a_server_killed_mid_replay_resumes_with_no_duplicate_and_no_missing_step(watched, tmp_path):
+    db = tmp_path / "served.duckdb"
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+
+    def start():
+        proc = serve(db, watched, port)
+        up(url, proc)
+        return proc
+
+    kill_during_replay(watched, start, seed=42)
+    proc = start()
+    try:
+        caught_up(url, live_run_id(watched), watched)
+    finally:
+        stop(proc)
+    assert same(final_state(db, watched), batch_state(watched))
+
+
+@pytest.mark.parametrize("folder", [
+    "polytrace/rllm/profile/packed_length_log/20260616_024512",          # packed lengths, reward timings
+    "polytrace/search_r1/profile/multiturn_workload_log/0617_0223",      # multi-turn rollouts
+    "kineto/trace_filter",                                             # Kineto traces
+])
+def test_following_a_finished_job_equals_its_batch_ingest(shared_data, tmp_path, folder):
+    """Each followed format, through the append path, ends where a batch ingest of its files does."""
+    import shutil
+
+
+    root = tmp_path / Path(folder).name
+    shutil.copytree(shared_data / folder, root)
+    db = tmp_path / "followed.duckdb"
+    con = store.open(db)
+    f = follower(root, sinks_into(con), final=True, say=print)
+    assert f.tick()
+    con.close()
+    assert same(final_state(db, root), batch_state(root))
+
+# --- the append path on its own: offsets, gaps, resends, rotation ----------------------------------
+
+PACKED = (b'{"step": 0, "rank": 0, "dp_rank": 0, "input": 10, "output": [1, 3]}\n'
+          b'{"step": 0, "rank": 4, "dp_rank": 1, "input": 20, "output": [5, 7]}\n')
+
+
+def test_appends_are_idempotent_and_a_gap_names_the_offset_to_resend_from(con):
+    log = b"step:1 - timing_s/step:10.0 - actor/lr:1e-06\nstep:2 - timing_s/step:8.0\nstep:3 - timing_s/step"
+    got = append_chunk(con, "live1", Chunk("output.log", 0, log, format="verl-console"), name="r")
+    assert (got.committed, got.steps) == (log.rfind(b"\n") + 1, [1, 2])   # the half line waits
+    again = append_chunk(con, "live1", Chunk("output.log", 0, log, format="verl-console"))
+    assert (again.committed, again.steps, again.rows) == (got.committed, [], 0)  # a resend changes nothing
+    with pytest.raises(Gap) as gap:
+        append_chunk(con, "live1", Chunk("output.log", got.committed + 5, b"step:9 - x:1\n"))
+    assert gap.value.offset == got.committed
+    rest = append_chunk(con, "live1", Chunk("output.log", got.committed, log[got.committed:] + b":1.5\n"))
+    assert rest.steps == [3]
+    # a step logged again replaces its values key by key, as a batch ingest keeps the last value
+    again = append_chunk(con, "live1", Chunk("output.log", rest.committed, b"step:2 - timing_s/step:9.0\n"))
+    assert again.steps == [2] and again.rows == 0
+    assert con.execute("SELECT step, key, value FROM step_metrics WHERE run_id = 'live1' ORDER BY ALL").fetchall() == [
+        (1, "actor/lr", 1e-06), (1, "timing_s/step", 10.0), (2, "timing_s/step", 9.0), (3, "timing_s/step", 1.5)]
+
+
+def test_a_step_file_waits_until_complete_and_a_filter_line_until_its_step(con):
+    flt = b'{"workload_step": 0, "prompt_count": 2, "kept_prompt_indices": [1], "used_prompt_indices": [1]}\n'
+    held = append_chunk(con, "live2", Chunk(FILTER, 0, flt, format="polytrace-filter"), name="r")
+    assert held.committed == 0  # step 0 has no packed lengths yet
+    partial = append_chunk(con, "live2", Chunk("packed_lengths_step_0.jsonl", 0, PACKED, format="polytrace-packed"))
+    assert partial.committed == 0  # not complete: a step file is taken whole
+    whole = append_chunk(con, "live2", Chunk("packed_lengths_step_0.jsonl", 0, PACKED, complete=True, mtime=1.0))
+    assert (whole.committed, whole.steps, whole.rows) == (len(PACKED), [0], 4)
+    flagged = append_chunk(con, "live2", Chunk(FILTER, 0, flt))
+    assert flagged.committed == len(flt)
+    assert con.execute("SELECT prompt_id, kept FROM samples WHERE run_id = 'live2' ORDER BY ALL").fetchall() == [
+        (0, False), (0, False), (1, True), (1, True)]
+    assert con.execute("SELECT steps, n FROM step_lengths WHERE run_id = 'live2'".replace("steps, ", "step, ")
+                       ).fetchall() == [(0, 4)]
+
+
+def test_a_rotated_log_is_said_once_and_followed_from_its_first_byte(tmp_path):
+
+    root = tmp_path / "job"
+    root.mkdir()
+    con = store.open(tmp_path / "db.duckdb")
+    said: list[str] = []
+    f = follower(root, sinks_into(con), settle_s=0, say=said.append)
+    (root / "output.log").write_bytes(b"step:1 - a:1\nstep:2 - a:2\n")
+    assert f.tick() == [1, 2]
+    (root / "output.log").rename(root / "old.log.1")
+    (root / "output.log").write_bytes(b"step:3 - a:33\n")
+    assert f.tick() == [1, 2, 3]  # old.log.1 is a file of its own now: its steps load again, unchanged
+    (root / "output.log").write_bytes(b"step:4 - a:4\n")  # truncated in place, below the offset
+    assert f.tick() == [4]
+    assert f.tick() == []
+    assert said == [
+        "output.log was replaced (rotated): following the new file from its first byte",
+        "output.log shrank below the 14 bytes already loaded (truncated): following it again from its first byte",
+    ]
+    rid = live_run_id(root)
+    assert con.execute("SELECT DISTINCT step FROM step_metrics WHERE run_id = ? ORDER BY 1", [rid]).fetchall() == [
+        (1,), (2,), (3,), (4,)]
+    con.close()
+
+
+def test_a_pusher_resumes_from_what_the_server_committed_and_etags_follow_writes(make_server, watched, tmp_path):
+    """`polytrace watch DIR --server URL --token T` twice over a growing directory: the second
+    push resumes from the server's offsets; the run equals a batch ingest. Appends need the token,
+    a gap is a 409 naming the offset, and a run's ETag changes with its own writes only."""
+    srv = make_server(token="s3cret")
+    other = httpx.post(f"{srv.url}/api/runs", files=[("file", ("p.jsonl", PACKED))],
+                       headers={"Authorization": "Bearer s3cret"}).json()["run_id"]
+    tag = httpx.get(f"{srv.url}/api/runs/{other}").headers["ETag"]
+    units = plan(SHARED_DATA, log_steps=8)
+
+    def push() -> None:
+        done = subprocess.run([sys.executable, "-m", "polytrace", "watch", str(watched), "--server", srv.url,
+                               "--token", "s3cret", "--once"], check=False, cwd=ROOT, capture_output=True, text=True,
+                              timeout=WAIT_S)
+        assert done.returncode == 0, done.stderr
+
+    for unit in units[:6]:
+        play(unit, watched, 0)
+    push()
+    run_id = live_run_id(watched)
+    first = httpx.get(f"{srv.url}/api/runs/{run_id}/live").json()
+    for unit in units[6:]:
+        play(unit, watched, 0)
+    push()
+    status = httpx.get(f"{srv.url}/api/runs/{run_id}/live").json()
+    assert {n: f["committed"] for n, f in status["files"].items()} == {p.name: p.stat().st_size
+                                                                       for p in watched.iterdir()}
+    assert status["last_step"] > first["last_step"]
+    queries = per_run_queries()
+    batch = batch_answers(watched, str(watched), watched.name, queries)
+    assert differences(overview_caught_up(srv.url, run_id, queries, batch), batch) == []
+    # appends are writes: the token; a gap names where to resend from
+    url = f"{srv.url}/api/runs/{run_id}/append"
+    assert httpx.post(url, params={"file": "output.log", "offset": 0}, content=b"step:1 - a:1\n").status_code == 401
+    gap = httpx.post(url, params={"file": "output.log", "offset": 10**9}, content=b"step:99 - a:1\n",
+                     headers={"Authorization": "Bearer s3cret"})
+    assert gap.status_code == 409
+    assert gap.json() == {"ok": False, "status": 409, "offset": status["files"]["output.log"]["committed"],
+                          "error": f"output.log: bytes from {status['files']['output.log']['committed']} are "
+                                   f"missing (resend from byte {status['files']['output.log']['committed']})"}
+    # conditional GETs: 304 while nothing changed; the other run kept its ETag through the appends
+    live_tag = httpx.get(f"{srv.url}/api/runs/{run_id}").headers["ETag"]
+    for path in (f"/api/runs/{run_id}", f"/api/runs/{run_id}/findings", f"/api/runs/{run_id}/live",
+                 f"/api/queries/health_kl?run_id={run_id}"):
+        etag = httpx.get(srv.url + path).headers["ETag"]
+        assert httpx.get(srv.url + path, headers={"If-None-Match": etag}).status_code == 304, path
+    assert httpx.get(f"{srv.url}/api/runs/{other}", headers={"If-None-Match": tag}).status_code == 304
+    runs_tag = httpx.get(f"{srv.url}/api/runs").headers["ETag"]
+    appended = httpx.post(url, params={"file": "output.log", "offset": status["files"]["output.log"]["committed"]},
+                          content=b"step:30 - timing_s/step:5.0\n", headers={"Authorization": "Bearer s3cret"})
+    assert appended.json()["steps"] == [30]
+    assert httpx.get(f"{srv.url}/api/runs/{run_id}", headers={"If-None-Match": live_tag}).status_code == 200
+    assert httpx.get(f"{srv.url}/api/runs", headers={"If-None-Match": runs_tag}).status_code == 200
+    assert httpx.get(f"{srv.url}/api/runs/{other}", headers={"If-None-Match": tag}).status_code == 304
+
+# --- the dashboard: an open run page follows the run -------------------------------------------------
+
+@pytest.mark.browser
+def test_an_open_run_page_shows_new_steps_and_the_collapse_without_a_reload(page, watched, tmp_path):
+    units = plan(SHARED_DATA, log_steps=20)
+    log_units = [u for u in units if u[0][0] == "output.log"]  # the log alone: its collapse
+    for unit in log_units[:7]:  # the preamble and steps 0-5
+        play(unit, watched, 0)
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    server = serve(tmp_path / "page.duckdb", watched, port)
+    run_id = live_run_id(watched)
+    pg = page
+    try:
+        up(url, server)
+        caught_up(url, run_id, watched)
+        open_page(pg, f"{url}/runs/{run_id}")
+        pg.wait_for_selector("#live-badge[data-live='1']")
+        pg.evaluate("() => { window.sameDocument = true; }")
+        chart = pg.evaluate("() => PolyCharts.entries.find(e => e.info.linked && e.info.name.startsWith('health_')).info.name")
+        assert last_step_drawn(pg, chart) == 5
+        assert pg.locator("li.finding[data-kind='collapse']").count() == 0
+        for step, unit in enumerate(log_units[7:], start=6):
+            zoomed = step == 8  # a step range the user chose stays while new steps land
+            if zoomed:
+                pg.evaluate("() => PolyCharts.setRange(2, 6)")
+                refreshed = pg.get_attribute("#live-badge", "data-refreshed")
+            play(unit, watched, 0.01)
+            if zoomed:
+                pg.wait_for_function(f"() => document.getElementById('live-badge').dataset.refreshed !== '{refreshed}'")
+                assert pg.get_attribute("#range-bar", "data-range") == "2-6"
+                assert pg.evaluate(f"() => document.getElementById('chart-{chart}').layout.xaxis.range") == [1.5, 6.5]
+                pg.evaluate("() => PolyCharts.setRange(null, null)")
+            pg.wait_for_function(f"() => ({LAST_STEP_JS})('{chart}') === {step}", timeout=20_000)
+        # the log collapses around its step 12: the finding shows up, announced at the top of the page
+        pg.wait_for_selector("li.finding[data-kind='collapse']", timeout=20_000)
+        alert = pg.locator(".live-alert[data-kind='collapse']")
+        assert "New critical finding" in alert.inner_text()
+        assert pg.locator("li.finding").first.get_attribute("data-kind") == "collapse"
+        assert pg.locator("#live-badge").inner_text().startswith("● live · last step 19")
+        assert pg.evaluate("() => window.sameDocument") is True  # no reload
+        screenshot(pg, "run-live-collapse.png")
+        assert console_errors(pg) == []
+    finally:
+        stop(server)
+
+
+# The last step a chart draws (its data, not the findings marked on it).
+LAST_STEP_JS = """name => Math.max(...document.getElementById('chart-' + name).data
+    .filter(t => !(t.meta && t.meta.finding)).flatMap(t => t.x || []).filter(Number.isFinite))"""
+
+
+def last_step_drawn(pg, chart: str) -> int:
+    return pg.evaluate(f"({LAST_STEP_JS})('{chart}')")
+
+
+@pytest.mark.parametrize("fmt", ["verl-console", "verl-jsonl"])
+def test_a_log_appended_a_line_at_a_time_equals_its_batch_parse(tmp_path, fmt):
+    """Each line format's sample, sent in pieces that cut lines anywhere, lands as its batch ingest."""
+    from polytrace.ingest import registry
+
+    sample = registry.get(fmt).sample()
+    (name, data), = sample.files.items()
+    con = store.open(":memory:")
+    committed = 0
+    for cut in range(7, len(data) + 7, 7):  # seven bytes at a time: most pieces end inside a line
+        committed = append_chunk(con, "live", Chunk(name, committed, data[committed:cut], format=fmt),
+                                 name=name).committed
+    (tmp_path / name).write_bytes(data)
+    rid = ingest_paths(con, [tmp_path / name], name=name, names={tmp_path / name: name}).run_id
+    assert committed == len(data)
+    assert same(state(con, "live"), state(con, rid))
+    con.close()
+
+
+def test_a_file_that_stops_parsing_is_said_once_and_the_run_keeps_updating(tmp_path):
+
+    root = tmp_path / "job"
+    root.mkdir()
+    con = store.open(":memory:")
+    said: list[str] = []
+    f = follower(root, sinks_into(con), settle_s=0, say=said.append)
+    (root / "output.log").write_bytes(b"step:1 - a:1\n")
+    (root / "packed_lengths_step_1.jsonl").write_bytes(b'{"step": 1, "input": 10, "output": [1, "x"]}\n')
+    assert f.tick() == [1]
+    with open(root / "output.log", "ab") as log:
+        for step in (2, 3):
+            log.write(b"step:%d - a:%d\n" % (step, step))
+            log.flush()
+            assert f.tick() == [step]
+    assert len(said) == 1 and said[0].startswith("packed_lengths_step_1.jsonl: ") and "until it changes" in said[0]
+    (root / "packed_lengths_step_1.jsonl").write_bytes(PACKED.replace(b'"step": 0', b'"step": 1'))
+    assert f.tick() == [1]  # mended: taken
+    assert con.execute("SELECT count(*) FROM samples").fetchone() == (4,)
+    con.close()
+
+
+def test_a_step_file_is_complete_once_the_next_steps_file_appears(tmp_path):
+
+    root = tmp_path / "job"
+    root.mkdir()
+    con = store.open(":memory:")
+    f = follower(root, sinks_into(con), settle_s=3600, say=print)
+    step = [PACKED.replace(b'"step": 0', b'"step": %d' % k) for k in range(3)]
+    (root / "packed_lengths_step_0.jsonl").write_bytes(step[0])
+    assert f.tick() == []  # still the newest step file, and not settled
+    (root / "packed_lengths_step_1.jsonl").write_bytes(step[1])
+    assert f.tick() == [0]
+    (root / "packed_lengths_step_2.jsonl").write_bytes(step[2])
+    assert f.tick() == [1]
+    con.close()
