@@ -63,6 +63,8 @@ def session(remote: str | None = None, master: str = "local[2]"):
 
 
 def _spark_type(duckdb_type: str) -> str:
+    if duckdb_type.endswith("[]"):
+        return f"ARRAY<{_spark_type(duckdb_type[:-2])}>"
     return DUCKDB_TO_SPARK_TYPES.get(duckdb_type, duckdb_type)
 
 
