@@ -6,6 +6,7 @@ JSON, CSV, Parquet, terminal tables and polars are renderings of its Answer
 """
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, Protocol
@@ -17,6 +18,8 @@ from polytrace import store
 from polytrace.queries.catalog import ParamError, Query, bind
 
 ARROW_BATCH_ROWS = 65_536
+# DuckDB 2.0 warns that Arrow from an execute() result is a copy of its rows: _capped knows.
+_COPY_WARNING = ("ignore", "Arrow output on a DB-API result", UserWarning, r"polytrace\.queries\.runner")
 
 
 class QueryError(Exception):
@@ -71,15 +74,20 @@ class DuckDB:
         # A caller may have left a result of execute() unread (fetchone); DuckDB 2.0 refuses
         # new work on the connection until that result is run to its end.
         self.con.complete()
+        if row_cap is not None:
+            return self._capped(sql, bound, row_cap)
+        # every row: streamed, so that the result is held once
         reader = self.con.sql(sql, params=bound).to_arrow_reader(ARROW_BATCH_ROWS)
-        batches, n = [], 0
-        for batch in reader:
-            batches.append(batch)
-            n += batch.num_rows
-            if row_cap is not None and n > row_cap:
-                break
-        table = pa.Table.from_batches(batches, schema=reader.schema)
-        if row_cap is None or n <= row_cap:
+        return pa.Table.from_batches(list(reader), schema=reader.schema), False
+
+    def _capped(self, sql: str, bound: dict[str, Any], row_cap: int) -> tuple[pa.Table, bool]:
+        """At most row_cap + 1 rows in one statement: a relation (con.sql) binds and plans its
+        query, then again to run it, which doubles the cost of the catalog's planner-bound
+        queries; execute() plans once, and its result, copied into Arrow whole, is bounded by
+        the LIMIT (which keeps the query's row order: DuckDB's order preservation)."""
+        warnings.filterwarnings(*_COPY_WARNING)  # each time: a test harness resets the filters
+        table = self.con.execute(f"SELECT * FROM (\n{sql}\n) LIMIT {row_cap + 1}", bound).to_arrow_table()
+        if table.num_rows <= row_cap:
             return table, False
         return table.slice(0, row_cap), True
 

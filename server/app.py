@@ -8,17 +8,17 @@ from fastapi import FastAPI, Request
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.responses import HTMLResponse
-from fastapi.staticfiles import StaticFiles
 from swagger_ui_bundle import swagger_ui_path
 
 from polytrace import settings as polytrace_settings
 from polytrace.queries import overview
 from polytrace.server import errors
 from polytrace.server.db import Database
-from polytrace.server.responses import Json
+from polytrace.server.responses import CompressedStaticFiles, Json
 from polytrace.server.routers import api, pages
 from polytrace.server.security import HostCheck, SecurityHeaders, csrf_token
 from polytrace.server.uploads import remove_stale
+from polytrace.server.watch import OverviewLines
 from polytrace.settings import Settings
 
 VERSION = "0.1.0"
@@ -28,12 +28,16 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or polytrace_settings.get()
     db = Database(settings.db, cache_rows=settings.result_cache_rows, lake=settings.lake)
     remove_stale()  # the temporary folders of uploads a killed server was receiving
+    lines = None
     if not settings.lake:  # runs an older catalog summed up get their overview line again
         db.write(lambda cur: overview.refresh(cur, overview.stale(cur)))
+        lines = OverviewLines(db.write).start()  # live runs' lines, off the append path
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
         yield
+        if lines:
+            lines.stop()
         db.close()
 
     app = FastAPI(title="PolyTrace", version=VERSION, lifespan=lifespan, default_response_class=Json,
@@ -42,6 +46,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                               "Every error answers {\"ok\": false, \"error\": \"...\", \"status\": N}.")
     app.state.settings = settings
     app.state.db = db
+    app.state.overview_lines = lines
     app.state.secret = secrets.token_bytes(32)
     app.state.csrf_token = csrf_token(app.state.secret)
     errors.install(app)
@@ -61,7 +66,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 def _offline_docs(app: FastAPI) -> None:
     """Swagger UI at /docs from the installed swagger-ui-bundle-v2 package, never a CDN:
     users are often air-gapped."""
-    app.mount("/docs-static", StaticFiles(directory=swagger_ui_path), name="docs-static")
+    app.mount("/docs-static", CompressedStaticFiles(directory=swagger_ui_path), name="docs-static")
 
     @app.get("/docs", include_in_schema=False)
     async def docs(request: Request):

@@ -1,7 +1,8 @@
 """The one DuckDB connection this process owns: read-only cursors with time limits, serialized
-writes, and a cache of recent query answers."""
+writes, a cache of recent query answers, and the write generations that make their ETags."""
 from __future__ import annotations
 
+import secrets
 import threading
 from collections import OrderedDict
 from contextlib import contextmanager
@@ -61,6 +62,11 @@ class Database:
         self.con = open_lake(lake) if lake else store.open(path, "w")
         self._write_lock = threading.Lock()
         self.cache = ResultCache(cache_rows)
+        # ETags: this process's id (generations restart with it), and per run the generation of
+        # its last write; a write that names no run (an upload, a delete) may change any.
+        self.boot = secrets.token_hex(4)
+        self._run_writes: dict[str, int] = {}
+        self._any_write = 0
 
     @contextmanager
     def reader(self) -> Iterator[duckdb.DuckDBPyConnection]:
@@ -92,8 +98,9 @@ class Database:
             self.cache.put(key, generation, answer)
         return answer
 
-    def write(self, fn: Callable[[duckdb.DuckDBPyConnection], T]) -> T:
-        """Run fn on a writing cursor; one writer at a time."""
+    def write(self, fn: Callable[[duckdb.DuckDBPyConnection], T], runs: list[str] | None = None) -> T:
+        """Run fn on a writing cursor; one writer at a time. `runs`: the only runs fn may change
+        (a live append), so the other runs keep their ETags; None: any run."""
         with self._write_lock:
             cur = self.con.cursor()
             try:
@@ -101,6 +108,19 @@ class Database:
             finally:
                 cur.close()
                 self.cache.clear()
+                if runs is None:
+                    self._any_write = self.cache.generation
+                for run_id in runs or ():
+                    self._run_writes[run_id] = self.cache.generation
+
+    def etag(self, runs: list[str] | None = None, variant: str = "") -> str:
+        """A weak ETag for an answer that reads these runs (None: every run and the run list): it
+        changes with every write that may change them, and when the server restarts."""
+        if runs is None:
+            generation = self.cache.generation
+        else:
+            generation = max([self._any_write, *(self._run_writes.get(r, 0) for r in runs)])
+        return f'W/"{self.boot}-{generation}{"-" + variant if variant else ""}"'
 
     def close(self) -> None:
         self.con.close()

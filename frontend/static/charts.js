@@ -72,7 +72,13 @@ const PolyCharts = (() => {
   const SECONDS = {s: 1, ms: 1e-3, us: 1e-6};
   const DURATION_UNITS = [["h", 3600, 3 * 3600], ["min", 60, 600], ["s", 1, 1], ["ms", 1e-3, 1e-3], ["µs", 1e-6, 0]];
   const kindOf = (info, col) => ((info.columns || {})[col] || {}).fmt || null;
-  const en = (v, opts) => v.toLocaleString("en-US", opts);
+  // v.toLocaleString("en-US", opts), with each NumberFormat made once: making one is most of its cost.
+  const formats = new Map();
+  const en = (v, opts) => {
+    const key = opts ? JSON.stringify(opts) : "";
+    if (!formats.has(key)) formats.set(key, new Intl.NumberFormat("en-US", opts));
+    return formats.get(key).format(v);
+  };
   const plain = v => Number.isInteger(v) ? en(v) :
     Math.abs(v) < 1000 ? en(v, {maximumSignificantDigits: 3}) : en(v, {maximumFractionDigits: 0});
   // 41%, 3.8%, and one significant digit below 0.1% (0.02%), never a 0.0% that is not 0
@@ -380,9 +386,34 @@ const PolyCharts = (() => {
     }));
   }
 
+  // scatter: one marker per row (one run of many), in groups by `color`; hover names the row by
+  // its `text` column and gives x and y by fmt; `id` names the row to a click (plotly_click's
+  // point.id). With `severity`, the color column holds a severity (or "none"): each group in that
+  // severity's colour, the worst drawn on top.
+  const SEVERITIES = {none: "no warnings", info: "info only", warn: "warnings", critical: "critical findings"};
+  function scatterTraces(spec, data, num) {
+    const y = (spec.y || [])[0];
+    const [xi, yi, ti, ii] = [spec.x, y, spec.text, spec.id].map(c => data.columns.indexOf(c));
+    const [sx, sy, tx, ty] = [num.scaled(spec.x), num.scaled(y), num.text(spec.x), num.text(y)];
+    const hover = `<b>%{text}</b><br>${esc(spec.xlabel || label(spec.x))}: %{customdata[0]}<br>` +
+                  `${esc(spec.ylabel || label(y))}: %{customdata[1]}<extra></extra>`;
+    const rank = Object.keys(SEVERITIES);
+    const gs = groups(data, spec.color);
+    if (spec.severity) gs.sort((a, b) => rank.indexOf(a.key) - rank.indexOf(b.key));
+    return gs.map(g => ({
+      type: "scatter", mode: "markers",
+      name: spec.severity ? esc(SEVERITIES[g.key] || g.key) : seriesName(spec, g.key, y),
+      x: g.rows.map(r => sx(r[xi])), y: g.rows.map(r => sy(r[yi])),
+      text: g.rows.map(r => esc(ti < 0 ? "" : r[ti])), ids: ii < 0 ? undefined : g.rows.map(r => String(r[ii])),
+      customdata: g.rows.map(r => [tx(r[xi]), ty(r[yi])]), hovertemplate: hover,
+      marker: {size: 8, opacity: 0.75, line: {width: 0}, color: spec.severity ? severityColor(g.key) : undefined},
+    }));
+  }
+
   function traces(info, data, num, opts = {}) {
     const spec = info.chart;
     switch (spec.kind) {
+      case "scatter": return scatterTraces(spec, data, num);
       case "timeline": return timelineTraces(spec, data, num);
       case "band": return bandTraces(spec, data, num, opts.color);
       case "bar": case "stacked":
@@ -459,10 +490,13 @@ const PolyCharts = (() => {
     // Few integer x values (steps, ranks): one tick each, never fractional in-between ticks.
     const xs = column(data, spec.x);
     if (spec.kind !== "timeline" && xs.length && xs.every(Number.isInteger)) {
-      const lo = Math.min(...xs), hi = Math.max(...xs);
+      // a scatter's axis starts at 0 (rangemode tozero), so its span runs from there
+      const lo = Math.min(...xs, ...(spec.kind === "scatter" ? [0] : [])), hi = Math.max(...xs);
       if (hi - lo <= 30) { l.xaxis.dtick = 1; l.xaxis.tickformat = "d"; }
     }
     if (spec.kind === "heatmap") l.yaxis.type = "category";
+    // a scatter of figures starts its axes at 0, but for ratios (1× is even)
+    if (spec.kind === "scatter") for (const a of ["x", "y"]) if (scales[a].kind !== "x") l[`${a}axis`].rangemode = "tozero";
     if (spec.kind === "hist" && !(spec.y || []).length) l.barmode = "overlay";
     if (spec.kind === "hist" && (spec.y || []).length) {
       l.xaxis.type = "category";
@@ -679,7 +713,8 @@ const PolyCharts = (() => {
     if (!entry.data.ok) return message(entry, "error-line", entry.data.error);
     note(entry);
     const data = stepRows(info, entry.data);
-    if (!data.rows.length) return message(entry, "empty", "No data for this run in this range.");
+    const none = info.empty || "No data for this run in this range.";
+    if (!data.rows.length) return message(entry, "empty", none);
     if (info.chart.kind === "table") { table(el, data, info); return Promise.resolve(); }
     const scales = axisScales(info, entry.overlay ? [data, entry.overlay.data] : [data]);
     const num = numbers(info, scales);
@@ -689,7 +724,7 @@ const PolyCharts = (() => {
     let ts = step !== null ? singleStepChart(info, data, num, scales, step, l)
       : entry.overlay ? overlaid(entry, data, num) : traces(info, data, num);
     ts = ts.filter(hasData);
-    if (!ts.length) return message(entry, "empty", "No data for this run in this range.");
+    if (!ts.length) return message(entry, "empty", none);
     entry.anchored = ts.some(t => t.type === "heatmap" && (t.zmin !== undefined || t.zmid !== undefined));
     const shown = ts.filter(t => t.showlegend !== false && t.type !== "heatmap").map(t => t.name);
     if (step === null) l = placeLegend(l, shown);
@@ -722,7 +757,9 @@ const PolyCharts = (() => {
     if (gen !== entry.gen) return;  // a newer selection superseded this one
     entry.data = data;
     if (other) entry.overlay.data = other;
-    await draw(entry);
+    // a chart not drawn yet draws the new rows when it comes into view
+    if (entry.drawn) await draw(entry);
+    else if (entry.shown) { await entry.shown; if (gen === entry.gen) await draw(entry); }
   }
 
   async function relayoutSilently(entry, update) {
@@ -732,6 +769,7 @@ const PolyCharts = (() => {
 
   async function applyRange(entry) {
     const {info, el} = entry;
+    if (!entry.drawn) return;  // it applies the range when it is drawn
     if (info.step_params) {
       await refetch(entry, range ? {step_from: range[0], step_to: range[1]} : {});
     } else if (info.linked) {
@@ -745,12 +783,17 @@ const PolyCharts = (() => {
     el.dataset.range = range ? `${range[0]}-${range[1]}` : "all";
   }
 
-  async function setRange(lo, hi) {
+  // [lo, hi] within the page's steps, or null for all of them.
+  function clamp(lo, hi) {
     if (lo !== null && bounds) {
       lo = Math.max(bounds[0], Math.min(lo, bounds[1]));
       hi = Math.max(lo, Math.min(hi, bounds[1]));
     }
-    const next = lo === null ? null : [lo, hi];
+    return lo === null ? null : [lo, hi];
+  }
+
+  async function setRange(lo, hi) {
+    const next = clamp(lo, hi);
     if (JSON.stringify(next) === JSON.stringify(range)) return;
     range = next;
     listeners.forEach(fn => fn(range, bounds));
@@ -764,12 +807,67 @@ const PolyCharts = (() => {
     else if (ev["xaxis.autorange"]) setRange(null, null);
   }
 
-  async function render(el, info, data, options = {}) {
-    const entry = {el, info, data, ...options};
-    entries.push(entry);
-    await draw(entry);
-    el.dataset.rendered = "1";
-    return entry;
+  // ---- drawing what is in view first -----------------------------------------------------------
+  // A page's charts draw as they come into view (an IntersectionObserver), the first screen at
+  // once; the rest follow one by one in page order, the browser getting a turn (input, scrolling,
+  // painting) between two of them, so that every chart is drawn without scrolling too and one
+  // scrolled to goes first. Each is marked data-rendered when drawn; the body is marked
+  // data-charts-visible once the charts of the first screen are drawn and data-charts-ready
+  // once every chart is.
+  const NEAR = "100px 0px";  // a chart this close to the screen counts as in view
+  // A new task (not scheduler.yield(), whose continuations may go before rendering, and so before
+  // the IntersectionObserver's news of a scroll; nor setTimeout, clamped when nested).
+  const pause = () => new Promise(resolve => {
+    const channel = new MessageChannel();
+    channel.port1.onmessage = () => resolve();
+    channel.port2.postMessage(null);
+  });
+
+  // Draw an entry once (later calls wait for that drawing), at the page's step range.
+  function show(entry) {
+    entry.shown = entry.shown || (async () => {
+      await draw(entry);
+      entry.drawn = true;
+      if (range && (entry.info.linked || entry.info.step_params)) await applyRange(entry);
+      entry.el.dataset.rendered = "1";
+    })();
+    return entry.shown;
+  }
+
+  // An entry and the charts drawn beside it on one scale (options.together of page()).
+  function showWith(entry) {
+    const group = entry.together;
+    if (!group) return show(entry);
+    group.matched = group.matched || Promise.all(group.map(show)).then(() => matchAxes(group.map(e => e.el)));
+    return group.matched;
+  }
+
+  function drawLazily(list) {
+    if (!list.length || !("IntersectionObserver" in window)) return Promise.all(list.map(showWith));
+    const byEl = new Map(list.map(e => [e.el, e]));
+    return new Promise(resolve => {
+      let first = true;
+      const observer = new IntersectionObserver(seen => {
+        const now = seen.filter(s => s.isIntersecting).map(s => byEl.get(s.target));
+        for (const e of now) observer.unobserve(e.el);
+        const drawing = Promise.all(now.map(showWith));
+        if (!first) return;
+        first = false;
+        drawing.then(async () => {
+          document.body.dataset.chartsVisible = "1";
+          for (const e of list) {
+            if (e.shown) continue;
+            await pause();
+            observer.unobserve(e.el);
+            await showWith(e);
+          }
+          await Promise.all(list.map(showWith));
+          observer.disconnect();
+          resolve();
+        });
+      }, {rootMargin: NEAR});
+      for (const e of list) observer.observe(e.el);
+    });
   }
 
   function stepBounds(list) {
@@ -782,17 +880,37 @@ const PolyCharts = (() => {
   }
 
   // Draw every chart of a page: charts = [{...info, data, el_id?, overlay?, label?}];
-  // each draws into #<el_id>, by default #chart-<name>. options.marks: run_id -> findings to
-  // mark on the step charts; options.range: the step range to open at.
+  // each draws into #<el_id>, by default #chart-<name>, when it comes into view (drawLazily).
+  // options.marks: run_id -> findings to mark on the step charts; options.range: the step
+  // range to open at; options.together: lists of chart elements drawn side by side, given one
+  // scale (matchAxes) once all of a list are drawn.
   async function page(charts, options = {}) {
     marks = options.marks || {};
     const other = o => o && {info: o, data: o.data, label: o.label};
-    await Promise.all(charts.map(c => render(document.getElementById(c.el_id || "chart-" + c.name), c, c.data,
-                                             {overlay: other(c.overlay), label: c.label})));
+    const added = charts.map(c => ({el: document.getElementById(c.el_id || "chart-" + c.name), info: c,
+                                    data: c.data, overlay: other(c.overlay), label: c.label}));
+    entries.push(...added);
+    for (const els of options.together || []) {
+      const group = added.filter(e => els.includes(e.el));
+      for (const e of group) e.together = group;
+    }
     bounds = stepBounds(entries);
-    if (options.range && bounds) await setRange(...options.range);
-    else listeners.forEach(fn => fn(range, bounds));
+    if (options.range && bounds) range = clamp(...options.range);
+    listeners.forEach(fn => fn(range, bounds));
+    await drawLazily(added);
     document.body.dataset.chartsReady = "1";
+  }
+
+  // Re-fetch every chart's rows in place (a live run's new steps) and mark `newMarks` (run_id ->
+  // findings) on them. A step range the user chose stays; without one the charts show every step,
+  // so they follow the newest.
+  async function refreshAll(newMarks) {
+    if (newMarks) marks = newMarks;
+    const shown = e => !range ? {} : e.info.step_params ? {step_from: range[0], step_to: range[1]}
+      : e.info.linked && e.windowed ? {_x_from: range[0], _x_to: range[1]} : {};
+    await Promise.all(entries.map(e => refetch(e, shown(e))));
+    bounds = stepBounds(entries);
+    listeners.forEach(fn => fn(range, bounds));
   }
 
   // Give side-by-side charts the same y (and colour) scale so that they compare by eye.
@@ -820,7 +938,8 @@ const PolyCharts = (() => {
     }
   }
 
-  matchMedia("(prefers-color-scheme: dark)").addEventListener("change", () => entries.forEach(draw));
+  matchMedia("(prefers-color-scheme: dark)").addEventListener("change",
+                                                             () => entries.filter(e => e.drawn).forEach(draw));
 
-  return {page, setRange, matchAxes, onRange: fn => listeners.push(fn), entries, esc, fmtNumber};
+  return {page, draw, setRange, refreshAll, matchAxes, onRange: fn => listeners.push(fn), entries, esc, fmtNumber};
 })();

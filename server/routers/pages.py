@@ -1,18 +1,16 @@
 """Dashboard pages: Jinja2 templates over the same catalog and runner the REST API serves."""
 from __future__ import annotations
 
-import os
+import asyncio
 import re
 from functools import partial
 from importlib import resources
 from typing import Any
 from urllib.parse import urlencode, urlsplit
 
-import plotly
 from fastapi import APIRouter, FastAPI, Request
 from fastapi.concurrency import run_in_threadpool
-from fastapi.responses import FileResponse, HTMLResponse, JSONResponse
-from fastapi.staticfiles import StaticFiles
+from fastapi.responses import HTMLResponse, JSONResponse
 from fastapi.templating import Jinja2Templates
 
 from polytrace.ingest.registry import FORMATS
@@ -24,7 +22,7 @@ from polytrace.server.db import Database
 from polytrace.server.deps import DbDep, SettingsDep
 from polytrace.server.errors import ApiError, error_response
 from polytrace.server.headlines import difference, fmt, ratio
-from polytrace.server.responses import attachment
+from polytrace.server.responses import CompressedStaticFiles, attachment
 from polytrace.server.routers.api import DISPLAY_PARAMS, chart_body, run_findings
 
 router = APIRouter(include_in_schema=False)
@@ -32,7 +30,6 @@ router = APIRouter(include_in_schema=False)
 EVERY_ROW = DISPLAY_PARAMS["_points"][2]
 _frontend = resources.files("polytrace.frontend")
 templates = Jinja2Templates(directory=str(_frontend.joinpath("templates")))
-PLOTLY_JS = os.path.join(os.path.dirname(plotly.__file__), "package_data", "plotly.min.js")
 
 # The run page's chart sections, in the catalog's order: Runs and Findings are its headlines.
 RUN_SECTIONS = tuple(s for s in SECTIONS if s not in ("Runs", "Findings"))
@@ -42,12 +39,6 @@ OVERLAID = ("line", "band", "hist")
 # A caption is a query description's first sentence; the rest is behind "details".
 _FIRST_SENTENCE = re.compile(r"^(.+?[.!?])\s+(?=[A-Z(`'\"])", re.S)
 _TOKENS = re.compile(r"\btokens\b")
-
-
-@router.get("/static/plotly.min.js")
-def plotly_js() -> FileResponse:
-    return FileResponse(PLOTLY_JS, media_type="application/javascript",
-                        headers={"Cache-Control": "public, max-age=86400"})
 
 
 # ---- data: a catalog query's rows for a chart, as GET /api/queries/{name} answers them ------
@@ -133,20 +124,19 @@ def compare_queries() -> list[Query]:
             and all(p.name in _run_key(q) or not p.required for p in q.params)]
 
 
-async def sections_for(db: Database, settings, run_id: str, length_unit: str = "tokens") -> list[dict]:
-    """The run page's sections in order, each with its charts that have data."""
+async def sections_for(db: Database, settings, run_id: str) -> tuple[list[dict], str]:
+    """The run page's sections in order, each with its charts that have data, and the run's
+    length unit ('tokens' or 'chars', which words the axes). Every query runs at once."""
+    queries = sorted(run_chart_queries(), key=lambda q: q.name)
+    unit, *datas = await asyncio.gather(_length_unit(db, settings, run_id),
+                                        *(chart_data(db, settings, q, {"run_id": run_id}) for q in queries))
     out = []
     for section in RUN_SECTIONS:
-        charts = []
-        for q in sorted(run_chart_queries(), key=lambda q: q.name):
-            if q.section != section:
-                continue
-            data = await chart_data(db, settings, q, {"run_id": run_id})
-            if _has_data(data, q.chart):
-                charts.append({**chart_info(q, {"run_id": run_id}, length_unit), "data": data})
+        charts = [{**chart_info(q, {"run_id": run_id}, unit), "data": data}
+                  for q, data in zip(queries, datas) if q.section == section and _has_data(data, q.chart)]
         if charts:
             out.append({"name": section, "charts": charts})
-    return out
+    return out, unit
 
 
 async def _catalog_rows(db: Database, settings, name: str, params: dict) -> dict | None:
@@ -236,9 +226,13 @@ def _not_found(request: Request, what: str) -> HTMLResponse:
 
 @router.get("/", response_class=HTMLResponse)
 def runs_page(request: Request, settings: SettingsDep):
+    """The runs overview and the uploader. The page carries the overview query's columns (their
+    fmt and descriptions, in order); its rows come from GET /api/queries/runs_overview, polled."""
+    query = load_catalog()["runs_overview"]
     return templates.TemplateResponse(request, "runs.html", {
         "needs_token": bool(settings.token),
-        "formats": [{"name": f.name, "description": f.description} for f in FORMATS]})
+        "formats": [{"name": f.name, "description": f.description} for f in FORMATS],
+        "overview": {**chart_info(query, {}), "order": [c.name for c in query.columns]}})
 
 
 async def _can_simulate(db: Database, settings, run_id: str) -> bool:
@@ -251,12 +245,12 @@ async def _can_simulate(db: Database, settings, run_id: str) -> bool:
 
 @router.get("/runs/{run_id}", response_class=HTMLResponse)
 async def run_page(request: Request, run_id: str, db: DbDep, settings: SettingsDep):
-    run = next((r for r in await _runs(db, settings) if r["run_id"] == run_id), None)
+    # The run's line, its charts and its findings at once (an unknown run's queries find nothing).
+    runs, (sections, unit), findings = await asyncio.gather(
+        _runs(db, settings), sections_for(db, settings, run_id), _findings(db, settings, run_id))
+    run = next((r for r in runs if r["run_id"] == run_id), None)
     if run is None:
         return _not_found(request, f"run {run_id!r}")
-    unit = await _length_unit(db, settings, run_id)
-    sections = await sections_for(db, settings, run_id, unit)
-    findings = await _findings(db, settings, run_id)
     # No stored simulation yet: offer one when the run can have it and the server may write.
     offer = (all(s["name"] != "What if" for s in sections) and db.lake is None
              and await _can_simulate(db, settings, run_id))
@@ -332,26 +326,29 @@ def summary_table(row_a: dict, row_b: dict) -> list[dict]:
 @router.get("/compare", response_class=HTMLResponse)
 async def compare_page(request: Request, db: DbDep, settings: SettingsDep,
                        a: str | None = None, b: str | None = None, fidelity: bool = False):
-    runs = await _runs(db, settings)
+    # Queries over two runs (the replay fidelity) read A as the replay of B: only on request.
+    two_run = [(q, dict(zip(_run_key(q), (a, b)))) for q in (compare_queries() if fidelity else [])]
+    if a and b:  # the runs list and both runs' numbers, findings and charts, all at once
+        runs, summary_a, summary_b, found_a, found_b, (left, _), (right, _), *two_run_data = await asyncio.gather(
+            _runs(db, settings), _summary(db, settings, a), _summary(db, settings, b),
+            _findings(db, settings, a), _findings(db, settings, b),
+            sections_for(db, settings, a), sections_for(db, settings, b),
+            *(chart_data(db, settings, q, params) for q, params in two_run))
+    else:
+        runs = await _runs(db, settings)
     by_id = {r["run_id"]: r for r in runs}
     ctx: dict[str, Any] = {"runs": runs, "a": by_id.get(a), "b": by_id.get(b), "sections": [],
                            "two_run": [], "summary": [], "charts": [], "findings": {}, "marks": {},
                            "fidelity": fidelity, "fidelity_offer": False,
                            "missing": [x for x in (a, b) if x and x not in by_id]}
     if ctx["a"] and ctx["b"]:
-        ctx["summary"] = summary_table(await _summary(db, settings, a), await _summary(db, settings, b))
-        ctx["findings"] = {"a": await _findings(db, settings, a), "b": await _findings(db, settings, b)}
-        ctx["marks"] = {a: _marks(ctx["findings"]["a"]), b: _marks(ctx["findings"]["b"])}
-        left = {c["name"]: c for s in await sections_for(db, settings, a, await _length_unit(db, settings, a))
-                for c in s["charts"]}
-        right = {c["name"]: c for s in await sections_for(db, settings, b, await _length_unit(db, settings, b))
-                 for c in s["charts"]}
-        ctx["sections"] = _compare_cards(left, right)
-        # Queries over two runs (the replay fidelity) read A as the replay of B: only on request.
+        ctx["summary"] = summary_table(summary_a, summary_b)
+        ctx["findings"] = {"a": found_a, "b": found_b}
+        ctx["marks"] = {a: _marks(found_a), b: _marks(found_b)}
+        ctx["sections"] = _compare_cards({c["name"]: c for s in left for c in s["charts"]},
+                                         {c["name"]: c for s in right for c in s["charts"]})
         ctx["fidelity_offer"] = bool(compare_queries()) and not fidelity
-        for q in compare_queries() if fidelity else []:
-            params = dict(zip(_run_key(q), (a, b)))
-            data = await chart_data(db, settings, q, params)
+        for (q, params), data in zip(two_run, two_run_data):
             if _has_data(data, q.chart or {}):
                 ctx["two_run"].append({**chart_info(q, params), "data": data,
                                        "el_id": f"chart-{q.name}", "roles": _run_key(q)})
@@ -421,4 +418,8 @@ async def perfetto_json(db: DbDep, settings: SettingsDep, run_id: str, rank: int
 
 def mount(app: FastAPI) -> None:
     app.include_router(router)
-    app.mount("/static", StaticFiles(directory=str(_frontend.joinpath("static"))), name="static")
+    # The vendored plotly bundle changes only with a new release of it: browsers keep it a day.
+    # The dashboard's own files are revalidated (their ETag) on every use.
+    app.mount("/static", CompressedStaticFiles(directory=str(_frontend.joinpath("static")),
+                                               cache_control={"plotly.min.js": "public, max-age=86400"}),
+              name="static")
