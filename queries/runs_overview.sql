@@ -9,6 +9,7 @@
 -- @column framework VARCHAR  verl, rllm, ... when known.
 -- @column model VARCHAR  Model, when known.
 -- @column task VARCHAR  Task, when known.
+-- @column format VARCHAR  Input format(s).
 -- @column steps BIGINT fmt=count  Steps with any data.
 -- @column samples BIGINT fmt=count  Responses.
 -- @column gpus BIGINT fmt=count  GPUs in the job (n_gpus, else inferred from the logged ranks).
@@ -29,6 +30,7 @@ SELECT
     r.framework,
     r.model,
     r.task,
+    r.format,
     o.steps,
     o.samples,
     o.gpus,

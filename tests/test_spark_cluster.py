@@ -119,26 +119,58 @@ def test_catalog_query_is_equal_over_spark_connect(edge, remote, name, params):
             assert want[i] == got[i] or math.isclose(want[i], got[i], rel_tol=1e-14), expected.columns[i]
 
 
-def test_shared_traces_are_equal_over_spark_connect(spark_cluster, remote, shared_data, tmp_path):
-    """Real runs (a DAPO packed run with its filter, a two-rank Kineto trace) give Spark on the
-    cluster the same rows as DuckDB for every catalog query, in a Connect session of their own."""
+def own_session(spark_cluster, lake: Path):
+    """A Connect session of its own (a new server-side session, the project's session conf) with
+    this lake registered, so that the module's `remote` session keeps the edge lake's views."""
     from pyspark.sql import SparkSession
 
+    from polytrace.queries.spark import SESSION_CONF, register_lake
+
+    own = SparkSession.builder.remote(spark_cluster.remote).create()
+    for key, value in SESSION_CONF.items():
+        own.conf.set(key, value)
+    register_lake(own, lake)
+    return own
+
+
+def assert_run_lists_equal(native, lake: Path, spark) -> list[tuple]:
+    """The run-list queries (runs, runs_overview: no parameter) give the same rows on DuckDB
+    native, DuckDB over the lake and Spark; returns runs_overview's rows."""
+    from polytrace.queries.runner import run_bound
+    from polytrace.queries.spark import Spark
+    from polytrace.store.lake import open_lake
+
+    over_lake = open_lake(lake)
+    try:
+        for name in ("runs", "runs_overview"):
+            expected, on_lake, on_spark = (run_bound(engine, get_query(name), {}, LIMITS)
+                                           for engine in (native, over_lake, Spark(spark)))
+            assert on_spark.columns == expected.columns, name
+            assert row_differences(expected.rows, on_lake.rows) == [], name
+            assert row_differences(expected.rows, on_spark.rows) == [], name
+    finally:
+        over_lake.close()
+    return expected.rows
+
+
+def test_shared_traces_are_equal_over_spark_connect(spark_cluster, remote, shared_data, tmp_path):
+    """Real runs (a DAPO packed run with its filter, a two-rank Kineto trace) give Spark on the
+    cluster the same rows as DuckDB for every catalog query, their overview lines included, in
+    a Connect session of their own."""
     from polytrace.ingest.load import ingest_paths
+    from polytrace.queries import overview
     from polytrace.queries.catalog import bind
     from polytrace.queries.runner import run_bound
-    from polytrace.queries.spark import SESSION_CONF, Spark, register_lake
+    from polytrace.queries.spark import Spark
     from polytrace.store.lake import export_runs
 
     native = store.open(tmp_path / "native.duckdb")
     run_ids = [ingest_paths(native, [shared_data / d]).run_id
                for d in ("polytrace/verl/profile/packed_length_log/20260614_023133", "kineto/trace_filter")]
+    overview.refresh(native, run_ids)  # as `polytrace ingest` does
     export_runs(native, run_ids, tmp_path / "lake")
-    own = SparkSession.builder.remote(spark_cluster.remote).create()  # a new server-side session
+    own = own_session(spark_cluster, tmp_path / "lake")
     try:
-        for key, value in SESSION_CONF.items():
-            own.conf.set(key, value)
-        register_lake(own, tmp_path / "lake")
         compared = 0
         for query in load_catalog().values():
             if {p.name for p in query.params if p.required} != {"run_id"}:
@@ -149,10 +181,36 @@ def test_shared_traces_are_equal_over_spark_connect(spark_cluster, remote, share
                 assert row_differences(expected, run_bound(Spark(own), query, bound, LIMITS).rows) == [], \
                     (query.name, run_id)
                 compared += bool(expected)
+        lines = assert_run_lists_equal(native, tmp_path / "lake", own)
     finally:
         own.stop()
         native.close()
     assert compared >= 10
+    assert sorted(r[0] for r in lines) == sorted(run_ids)
+
+
+def test_runs_overview_of_the_edge_runs_is_equal_over_spark_connect(spark_cluster, remote, tmp_path):
+    """The catalog-wide test reads runs_overview over edge runs without overview lines (every
+    figure NULL); here the lines are computed first, as every writer does, and the figures and
+    findings counts read alike on DuckDB native, over the lake and on Spark."""
+    from polytrace.queries import overview
+    from tests.edge_lake import RUNS
+
+    native = build_database()
+    try:
+        overview.refresh(native, list(RUNS))
+        lake = build_lake(native, tmp_path / "lake")
+        own = own_session(spark_cluster, lake)
+        try:
+            lines = assert_run_lists_equal(native, lake, own)
+        finally:
+            own.stop()
+    finally:
+        native.close()
+    columns = get_query("runs_overview").columns
+    figures = [i for i, c in enumerate(columns) if c.fmt]
+    assert len(lines) == len(RUNS)
+    assert all(any(r[i] is not None for i in figures) for r in lines)
 
 
 def polytrace_cli() -> list[str]:
