@@ -344,7 +344,7 @@ def cmd_demo(args) -> int:
     for run_id in run_ids:
         print(f"  http://{host}:{port}/runs/{run_id}")
     sys.stdout.flush()
-    return cmd_serve(argparse.Namespace(db=str(db), host=host, port=port))
+    return cmd_serve(argparse.Namespace(db=str(db), host=host, port=port, watch=None))
 
 
 def cmd_synth(args) -> int:

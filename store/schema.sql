@@ -159,7 +159,7 @@ CREATE TABLE IF NOT EXISTS gpu_events (
     rank         INTEGER, -- global rank of the trace (distributedInfo.rank, else the file name, else 0)
     step         INTEGER, -- ProfilerStep#N whose window holds the event's CPU launch (as HTA); NULL outside every window
     stream       INTEGER, -- CUDA/HIP stream the event ran on
-    category     VARCHAR, -- compute, communication (NCCL/RCCL kernels) or memory (memcpy/memset)
+    category     VARCHAR, -- compute (kernels, MTIA ops), communication (NCCL/RCCL kernels) or memory (memcpy/memset, MTIA dma)
     name_id      BIGINT,  -- kernel name, via kernel_names (stable hash of the name)
     ts_us        DOUBLE,  -- start on the trace's clock (us)
     dur_us       DOUBLE,  -- duration (us)
