@@ -33,7 +33,7 @@
 -- @column checkpoint DOUBLE fmt=s  timing_s/save_checkpoint x gpus (GPU-s).
 -- @column validation DOUBLE fmt=s  timing_s/testing x gpus (GPU-s).
 -- @column other DOUBLE fmt=s  gpu_s minus every column above (GPU-s): timing_s/adv, the driver's own work and anything not logged; negative when logged stages overlap.
--- @chart stacked x=step y=gen_busy,gen_long_tail,gen_tail_idle,gen_imbalance_idle,gen_overhead,reward,logprob,update,other,validation,weight_sync,checkpoint shade=gen_long_tail,gen_tail_idle,gen_imbalance_idle xlabel="step" ylabel="GPU time (GPU-s)" title="Where each step's GPU time went"
+-- @chart stacked x=step y=gen_busy,gen_long_tail,gen_tail_idle,gen_imbalance_idle,gen_overhead,reward,logprob,update,other,validation,weight_sync,checkpoint shade=gen_long_tail,gen_tail_idle,gen_imbalance_idle xlabel="step" ylabel="GPU time, summed over GPUs" title="Where each step's GPU time went"
 WITH metrics AS (
     -- stage keys step_timings and verl_steps do not pivot
     SELECT
