@@ -6,6 +6,7 @@ import secrets
 import threading
 from collections import OrderedDict
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any, Callable, Iterator, TypeVar
 
 import duckdb
@@ -13,7 +14,7 @@ import duckdb
 from polytrace import store
 from polytrace.queries.catalog import Query
 from polytrace.queries.runner import Answer, Limits, QueryTimeout, run_bound
-from polytrace.store.lake import open_lake
+from polytrace.store.lake import lake_state, open_lake
 
 T = TypeVar("T")
 
@@ -60,6 +61,7 @@ class Database:
         (read-only: the server cannot upload to it or delete from it)."""
         self.lake = lake
         self.con = open_lake(lake) if lake else store.open(path, "w")
+        self._lake_state = lake_state(Path(lake)) if lake else None
         self._write_lock = threading.Lock()
         self.cache = ResultCache(cache_rows)
         # ETags: this process's id (generations restart with it), and per run the generation of
@@ -89,6 +91,7 @@ class Database:
 
     def query(self, query: Query, bound: dict[str, Any], limits: Limits) -> Answer:
         """A catalog query through the runner, answered from the cache when it can be."""
+        self._follow_lake()
         key = (query.name, query.sql, tuple(sorted(bound.items())), limits.row_cap)
         answer = self.cache.get(key)
         if answer is None:
@@ -116,11 +119,28 @@ class Database:
     def etag(self, runs: list[str] | None = None, variant: str = "") -> str:
         """A weak ETag for an answer that reads these runs (None: every run and the run list): it
         changes with every write that may change them, and when the server restarts."""
+        self._follow_lake()
         if runs is None:
             generation = self.cache.generation
         else:
             generation = max([self._any_write, *(self._run_writes.get(r, 0) for r in runs)])
         return f'W/"{self.boot}-{generation}{"-" + variant if variant else ""}"'
+
+    def _follow_lake(self) -> None:
+        """Over a lake, other processes add and replace runs (ingest --lake, export): when its
+        folders changed, every cached answer and every ETag is stale, as after a write here.
+        (The views find new files by themselves: they glob at each query. A table the lake
+        lacked when the server started stays empty until a restart.)"""
+        if self.lake is None:
+            return
+        state = lake_state(Path(self.lake))
+        if state == self._lake_state:
+            return
+        with self._write_lock:
+            if state != self._lake_state:
+                self._lake_state = state
+                self.cache.clear()
+                self._any_write = self.cache.generation
 
     def close(self) -> None:
         self.con.close()

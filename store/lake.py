@@ -44,6 +44,15 @@ def lake_tables(root: Path) -> dict[str, Path]:
             if p.is_dir() and p.name.startswith("table=")}
 
 
+def lake_state(root: Path) -> tuple[int, ...]:
+    """Changes whenever a writer publishes or removes a run, or adds a table: each partition is
+    renamed into (or out of) its table's folder, which changes that folder's modification time."""
+    try:
+        return (root.stat().st_mtime_ns, *(p.stat().st_mtime_ns for p in lake_tables(root).values()))
+    except OSError:  # a table folder removed while we looked: a change all the same
+        return ()
+
+
 def partitions(table_dir: Path) -> dict[str, Path]:
     """run_id -> partition directory, for every `run_id=<id>` directory of one table."""
     return {p.name.partition("=")[2]: p for p in sorted(table_dir.iterdir())

@@ -161,6 +161,26 @@ def test_serve_over_the_lake_reads_and_refuses_writes(edge, make_server):
     assert httpx.get(f"{srv.url}/runs/0001").status_code == 200
 
 
+def test_a_server_over_a_lake_sees_runs_another_writer_publishes(tmp_path, make_server):
+    """With the result cache on, a run exported into the lake after the server started is in the
+    next answer, and a poller's ETag changes with it (the runs page polls with If-None-Match)."""
+    native = build_database()
+    first, *others = sorted(RUNS)
+    root = tmp_path / "lake"
+    export_runs(native, [first], root)
+    srv = make_server(lake=str(root), result_cache_rows=100_000)
+    url = f"{srv.url}/api/queries/runs"
+    before = httpx.get(url)
+    assert [r[0] for r in before.json()["rows"]] == [first]
+    assert httpx.get(url, headers={"If-None-Match": before.headers["etag"]}).status_code == 304
+    export_runs(native, others, root)  # as `polytrace export` or `ingest --lake` would, elsewhere
+    after = httpx.get(url, headers={"If-None-Match": before.headers["etag"]})
+    assert after.status_code == 200 and after.headers["etag"] != before.headers["etag"]
+    assert sorted(r[0] for r in after.json()["rows"]) == sorted(RUNS)
+    assert httpx.get(url, headers={"If-None-Match": after.headers["etag"]}).status_code == 304
+    native.close()
+
+
 def test_shared_traces_query_the_same_over_the_lake(shared_data, tmp_path):
     native = store.open(tmp_path / "native.duckdb")
     run_ids = [ingest_paths(native, [shared_data / d]).run_id for d in (DAPO, KINETO)]
