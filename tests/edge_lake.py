@@ -8,7 +8,9 @@ verl metrics cover.
 """
 from __future__ import annotations
 
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 import duckdb
 
@@ -177,6 +179,24 @@ def build_database() -> duckdb.DuckDBPyConnection:
 def build_lake(con: duckdb.DuckDBPyConnection, root: Path) -> Path:
     export_runs(con, list(RUNS), root)
     return root
+
+
+@contextmanager
+def edge_engines(spark, root: Path) -> Iterator[tuple[duckdb.DuckDBPyConnection, Path, duckdb.DuckDBPyConnection]]:
+    """The edge runs three ways: a database, DuckDB over its lake at root, and that lake
+    registered in the Spark session (local or through Spark Connect)."""
+    from polytrace.queries.spark import register_lake  # pyspark: only where a test has it
+    from polytrace.store.lake import open_lake
+
+    native = build_database()
+    build_lake(native, root)
+    register_lake(spark, root)
+    over_lake = open_lake(root)
+    try:
+        yield native, root, over_lake
+    finally:
+        over_lake.close()
+        native.close()
 
 
 # Values that walk the catalog's branches on the edge runs, by parameter name; every query

@@ -19,7 +19,7 @@ from bench.compare import row_differences
 from polytrace import store
 from polytrace.queries import translate
 from polytrace.queries.catalog import get_query, load_catalog
-from tests.edge_lake import build_database, build_lake, params_for
+from tests.edge_lake import edge_engines, params_for
 
 NAMES = sorted(load_catalog())
 
@@ -149,16 +149,8 @@ def spark():
 
 @pytest.fixture(scope="module")
 def engines(spark, tmp_path_factory):
-    from polytrace.queries.spark import register_lake
-    from polytrace.store.lake import open_lake
-
-    native = build_database()
-    root = build_lake(native, tmp_path_factory.mktemp("spark") / "lake")
-    register_lake(spark, root)
-    over_lake = open_lake(root)
-    yield native, over_lake, spark
-    over_lake.close()
-    native.close()
+    with edge_engines(spark, tmp_path_factory.mktemp("spark") / "lake") as (native, _, over_lake):
+        yield native, over_lake, spark
 
 
 # (DuckDB SQL over t(g, x, y, ts), expected rows) for every rule: the hand-derived answer

@@ -23,7 +23,7 @@ from bench.compare import row_differences
 from polytrace import store
 from polytrace.queries.catalog import get_query, load_catalog
 from polytrace.queries.runner import Limits
-from tests.edge_lake import build_database, build_lake, params_for
+from tests.edge_lake import build_database, build_lake, edge_engines, params_for
 from tests.spark_cluster import APP_NAME, FOREIGN_ENV, ClusterUnavailable, SparkCluster, spark_home
 
 pytestmark = [pytest.mark.spark, pytest.mark.spark_cluster]
@@ -77,16 +77,8 @@ def remote(spark_cluster):
 def edge(remote, tmp_path_factory):
     """The edge-case runs: DuckDB native, its lake, DuckDB over the lake; the lake registered in
     the Spark Connect session."""
-    from polytrace.queries.spark import register_lake
-    from polytrace.store.lake import open_lake
-
-    native = build_database()
-    root = build_lake(native, tmp_path_factory.mktemp("spark-cluster-edge") / "lake")
-    register_lake(remote, root)
-    over_lake = open_lake(root)
-    yield native, root, over_lake
-    over_lake.close()
-    native.close()
+    with edge_engines(remote, tmp_path_factory.mktemp("spark-cluster-edge") / "lake") as engines:
+        yield engines
 
 
 def test_cluster_is_a_master_two_workers_and_a_connect_server(spark_cluster, remote):
