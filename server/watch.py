@@ -213,13 +213,15 @@ def follower(directory: Path, sink_for: Callable[[str, str, str], Any], *, settl
 
 def follow(followers: list[Follower], stop: threading.Event, poll_s: float = POLL_S, say: Say = print,
            once: bool = False, lines: OverviewLines | None = None) -> None:
-    """Tick every follower until `stop` is set (or once); a failing tick is said once and retried.
-    `lines` (a follower's own, without a thread of its own) is flushed after every round."""
+    """Tick every follower until `stop` is set (or once), saying which steps each appended; a
+    failing tick is said once and retried. `lines` (a follower's own, without a thread of its
+    own) is flushed after every round."""
     said = set()
     while True:
         for f in followers:
             try:
-                f.tick()
+                if steps := f.tick():
+                    say(f"{f.root}: {steps_said(steps)} appended")
             except (IngestError, OSError, duckdb.Error) as e:
                 text = f"{f.root}: {e}"
                 if text not in said:
@@ -229,6 +231,16 @@ def follow(followers: list[Follower], stop: threading.Event, poll_s: float = POL
             lines.flush(force=once)
         if once or stop.wait(poll_s):
             return
+
+
+def steps_said(steps: list[int]) -> str:
+    """'step 7', 'steps 3-5', or '4 steps (2 to 9)' when they are not one range."""
+    steps = sorted(set(steps))
+    if len(steps) == 1:
+        return f"step {steps[0]}"
+    if steps[-1] - steps[0] + 1 == len(steps):
+        return f"steps {steps[0]}-{steps[-1]}"
+    return f"{len(steps)} steps ({steps[0]} to {steps[-1]})"
 
 
 class Watching:

@@ -9,6 +9,7 @@ import random
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -23,7 +24,7 @@ from polytrace.queries.catalog import load_catalog
 from polytrace.queries.runner import run
 from polytrace.server.responses import Json
 from polytrace.server.routers.api import _run_detail
-from polytrace.server.watch import follower, sinks_into
+from polytrace.server.watch import follow, follower, sinks_into, steps_said
 from tests import test_browser
 from tests.conftest import ROOT, SHARED_DATA, free_port
 from tests.test_browser import console_errors, open_page, screenshot
@@ -598,4 +599,18 @@ def test_a_step_file_is_complete_once_the_next_steps_file_appears(tmp_path):
     assert f.tick() == [0]
     (root / "packed_lengths_step_2.jsonl").write_bytes(step[2])
     assert f.tick() == [1]
+    con.close()
+
+
+def test_following_says_which_steps_each_round_appended(tmp_path):
+    root = tmp_path / "job"
+    root.mkdir()
+    con = store.open(":memory:")
+    said: list[str] = []
+    f = follower(root, sinks_into(con), settle_s=3600, say=said.append)
+    for k in (0, 1, 2):
+        (root / f"packed_lengths_step_{k}.jsonl").write_bytes(PACKED.replace(b'"step": 0', b'"step": %d' % k))
+    follow([f], threading.Event(), once=True, say=said.append)  # the job is running: step 2 may grow
+    assert said == [f"{root}: steps 0-1 appended"]
+    assert [steps_said(s) for s in ([7], [3, 5, 4], [2, 9, 4, 5])] == ["step 7", "steps 3-5", "4 steps (2 to 9)"]
     con.close()
