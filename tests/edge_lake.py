@@ -16,7 +16,7 @@ import duckdb
 
 from polytrace.ingest.gpu_time import fill_step_time
 from polytrace.store.aggregates import materialize
-from polytrace.store.lake import export_runs
+from polytrace.store.lake import export_runs, open_lake
 from polytrace.store.migrate import ensure as ensure_schema
 
 RUNS = ("0001", "run.b")
@@ -186,7 +186,6 @@ def edge_engines(spark, root: Path) -> Iterator[tuple[duckdb.DuckDBPyConnection,
     """The edge runs three ways: a database, DuckDB over its lake at root, and that lake
     registered in the Spark session (local or through Spark Connect)."""
     from polytrace.queries.spark import register_lake  # pyspark: only where a test has it
-    from polytrace.store.lake import open_lake
 
     native = build_database()
     build_lake(native, root)
