@@ -7,35 +7,35 @@
 -- the data.
 -- @param run_id VARCHAR  Run to summarise.
 -- @column run_id VARCHAR  The run.
--- @column steps BIGINT fmt=count  Steps with samples, step metrics, rank stage timings or profiler (ProfilerStep) windows.
+-- @column steps BIGINT fmt=count  Steps with any data; samples, step metrics, rank stage timings or profiler (ProfilerStep) windows.
 -- @column samples BIGINT fmt=count  Responses in the run.
 -- @column rollout_idle_frac_mean DOUBLE fmt=pct  Mean over steps of rollout_tail's rollout_idle_frac. Sentence: Rollout engines sat idle {rollout_idle_frac_mean} of each rollout on average waiting for the slowest engine, {rollout_idle_frac_worst} in the worst one (step {worst_idle_step}).
--- @column rollout_idle_frac_worst DOUBLE fmt=pct  Largest rollout_idle_frac of any step.
--- @column worst_idle_step INTEGER fmt=count  Step with the largest rollout_idle_frac (earliest on a tie).
+-- @column rollout_idle_frac_worst DOUBLE fmt=pct  Rollout idle in the worst step; the largest rollout_idle_frac of any step.
+-- @column worst_idle_step INTEGER fmt=count  The step with the most rollout idle; the largest rollout_idle_frac, earliest on a tie.
 -- @column tail_ratio_worst DOUBLE fmt=x  Largest length_stats tail_ratio (max / median response length) of any step. Sentence: The longest response was {tail_ratio_worst} the median one in step {worst_tail_step}.
--- @column worst_tail_step INTEGER fmt=count  Step with the largest tail_ratio (earliest on a tie).
+-- @column worst_tail_step INTEGER fmt=count  The step with the longest tail; the largest tail_ratio, earliest on a tie.
 -- @column cap_ratio DOUBLE fmt=pct  Share of all responses truncated or at the response cap; without samples, the mean of verl's response_length/clip_ratio over steps. Sentence: {cap_ratio} of responses hit the length cap ({max_response_len} tokens) and were cut short.
 -- @column max_response_len INTEGER fmt=tokens  The run's response-length cap (tokens), when known.
--- @column gpus BIGINT fmt=count  GPUs in the job: the run's n_gpus, else the count its logged ranks imply (whatif_job).
--- @column dp_imbalance_mean DOUBLE fmt=x  Mean over steps of dp_imbalance's imbalance (max / mean tokens per DP rank).
+-- @column gpus BIGINT fmt=count  GPUs in the job; the run's n_gpus, else the count its logged ranks imply (whatif_job).
+-- @column dp_imbalance_mean DOUBLE fmt=x  The busiest DP rank's tokens against the mean rank's, on average over steps; dp_imbalance's imbalance (max / mean tokens per DP rank).
 -- @column dp_imbalance_max DOUBLE fmt=x  Largest dp_imbalance imbalance of any step. Sentence: The busiest DP rank carried {dp_imbalance_max} the mean rank's tokens in step {straggler_step}, {dp_imbalance_mean} on average.
--- @column straggler_step INTEGER fmt=count  Step with the largest dp imbalance (earliest on a tie).
--- @column straggler_rank INTEGER fmt=count  The busiest dp_rank in that step; NULL from verl metrics.
+-- @column straggler_step INTEGER fmt=count  The step with the most DP imbalance; earliest on a tie.
+-- @column straggler_rank INTEGER fmt=count  The busiest DP rank in that step; NULL from verl metrics.
 -- @column reward_imbalance_mean DOUBLE fmt=x  Mean over steps of reward_imbalance's imbalance (slowest / mean reward time). Sentence: The slowest rank's reward took {reward_imbalance_mean} the mean rank's on average.
 -- @column wasted_token_frac DOUBLE fmt=pct  Response tokens never trained on over all response tokens, in steps with filter information. Sentence: {wasted_token_frac} of generated response tokens were filtered away and never trained on.
 -- @column prefix_cache_hit DOUBLE fmt=pct  Cached over prompt tokens over all turns whose cached_tokens is known. Sentence: The prefix cache served {prefix_cache_hit} of multi-turn prompt tokens.
 -- @column gen_share DOUBLE fmt=pct  sum(timing_s/gen) / sum(timing_s/step) over steps that log both. Sentence: Rollout generation took {gen_share} of step time (a step took {mean_step_s} on average).
--- @column mean_step_s DOUBLE fmt=s  Mean timing_s/step over the steps that log it (s).
--- @column slowest_gen_share DOUBLE fmt=pct  Mean over steps of rollout_tail_verl's slowest_share: the slowest generation over the whole gen stage. Sentence: The slowest generation alone took {slowest_gen_share} of the gen stage on average: the rollout waits on its long tail.
+-- @column mean_step_s DOUBLE fmt=s  Mean step time; timing_s/step over the steps that log it (s).
+-- @column slowest_gen_share DOUBLE fmt=pct  Mean over steps of rollout_tail_verl's slowest_share: the slowest generation over the whole gen stage. Sentence: The slowest generation alone took {slowest_gen_share} of the gen stage on average.
 -- @column gpu_idle_frac_mean DOUBLE fmt=pct  Mean over ranks of gpu_time's whole-trace idle share (idle_us / kernel_time_us, HTA's default without the last step). Sentence: GPUs sat idle {gpu_idle_frac_mean} of their profiled time on average (worst: rank {gpu_idle_rank}, {gpu_idle_frac_worst}).
--- @column gpu_idle_frac_worst DOUBLE fmt=pct  Largest whole-trace idle share of any rank; NULL with a single rank.
--- @column gpu_idle_rank INTEGER fmt=count  Rank with that idle share (lowest on a tie); NULL with a single rank.
+-- @column gpu_idle_frac_worst DOUBLE fmt=pct  GPU idle on the idlest rank; the largest whole-trace idle share of any rank, NULL with a single rank.
+-- @column gpu_idle_rank INTEGER fmt=count  The idlest rank; lowest on a tie, NULL with a single rank.
 -- @column gpu_compute_frac_mean DOUBLE fmt=pct  Mean over ranks of gpu_time's whole-trace compute share (compute_us / kernel_time_us). Sentence: Compute kernels ran {gpu_compute_frac_mean} of the profiled GPU time; the rest went to communication, memory copies and idling.
--- @column whatif_best_policy VARCHAR  From a stored simulation (whatif_savings): the realizable dispatch (not as-recorded, not length-balanced, which knows every length) that saves the most GPU-hours over the run.
--- @column whatif_best_gpu_hours DOUBLE fmt=gpu_h  GPU-hours that policy saves over the run (whatif_savings' run_gpu_hours_saved).
+-- @column whatif_best_policy VARCHAR  The dispatch that saves most; from a stored simulation (whatif_savings): the realizable dispatch (not as-recorded, not length-balanced, which knows every length) that saves the most GPU-hours over the run.
+-- @column whatif_best_gpu_hours DOUBLE fmt=gpu_h  GPU-hours that dispatch saves over the run; whatif_savings' run_gpu_hours_saved.
 -- @column whatif_best_saved_frac DOUBLE fmt=pct  Share of the as-recorded rollout time it saves.
 -- @column whatif_gpus INTEGER fmt=count  GPUs the savings count (as in whatif).
--- @column whatif_oracle_gpu_hours DOUBLE fmt=gpu_h  GPU-hours length-balanced dispatch (which knows every length in advance) saves over the run.
+-- @column whatif_oracle_gpu_hours DOUBLE fmt=gpu_h  GPU-hours length-balanced dispatch saves over the run; it knows every length in advance.
 -- @chart table title="Headline findings"
 WITH steps AS (
     SELECT step FROM step_lengths WHERE run_id = $run_id
