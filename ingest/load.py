@@ -212,8 +212,11 @@ def _collect(paths: list[Path], forced: str | None, names: Mapping[Path, str],
         elif s.archive is not None:
             unrecognised.setdefault(sources.short(s.archive), []).append(s.member)
         elif not s.found:
-            if not sources.read_head(s.path, 4096).strip():
+            head = sources.read_head(s.path, 4096).lstrip()
+            if not head:
                 raise IngestError(s.label, "empty file")
+            if s.path.name.endswith((".json", ".jsonl")) and head[:1] not in (b"{", b"["):
+                raise IngestError(s.label, "not JSON: a .json or .jsonl file must start with '{' or '['")
             raise IngestError(s.label, "unknown format", _name_the_format())
     if not files:
         shown = ", ".join(sources.display(p, names) for p in paths)
