@@ -564,13 +564,17 @@ def test_a_log_appended_a_line_at_a_time_equals_its_batch_parse(tmp_path, fmt):
     con.close()
 
 
-def test_a_file_that_stops_parsing_is_said_once_and_the_run_keeps_updating(tmp_path):
-
+def _job(tmp_path, settle_s: float):
+    """An empty job folder, a follower of it into a fresh in-memory database, and what it says."""
     root = tmp_path / "job"
     root.mkdir()
     con = store.open(":memory:")
     said: list[str] = []
-    f = follower(root, sinks_into(con), settle_s=0, say=said.append)
+    return root, con, said, follower(root, sinks_into(con), settle_s=settle_s, say=said.append)
+
+
+def test_a_file_that_stops_parsing_is_said_once_and_the_run_keeps_updating(tmp_path):
+    root, con, said, f = _job(tmp_path, settle_s=0)
     (root / "output.log").write_bytes(b"step:1 - a:1\n")
     (root / "packed_lengths_step_1.jsonl").write_bytes(b'{"step": 1, "input": 10, "output": [1, "x"]}\n')
     assert f.tick() == [1]
@@ -603,11 +607,7 @@ def test_a_step_file_is_complete_once_the_next_steps_file_appears(tmp_path):
 
 
 def test_following_says_which_steps_each_round_appended(tmp_path):
-    root = tmp_path / "job"
-    root.mkdir()
-    con = store.open(":memory:")
-    said: list[str] = []
-    f = follower(root, sinks_into(con), settle_s=3600, say=said.append)
+    root, con, said, f = _job(tmp_path, settle_s=3600)
     for k in (0, 1, 2):
         (root / f"packed_lengths_step_{k}.jsonl").write_bytes(PACKED.replace(b'"step": 0', b'"step": %d' % k))
     follow([f], threading.Event(), once=True, say=said.append)  # the job is running: step 2 may grow
