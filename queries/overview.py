@@ -1,5 +1,6 @@
 """Each run's line in the runs overview, kept in the run_overview table: run_summary's figures and
-its findings counted by severity, computed by the catalog whenever the run changes.
+its findings counted by severity, computed by the catalog whenever the run changes; the findings
+themselves are kept beside it, in run_findings.
 
 A writer calls refresh() after it changes a run (ingest, append, simulate); stale() lists the
 runs whose line an older catalog computed, for the next writer to refresh. Reading the
@@ -13,7 +14,7 @@ import pyarrow as pa
 
 from polytrace import store
 from polytrace.queries.catalog import digest, get_query
-from polytrace.queries.findings import findings
+from polytrace.queries.findings import compute
 from polytrace.queries.runner import Limits, run
 
 # run_overview column <- run_summary column
@@ -24,36 +25,48 @@ FROM_SUMMARY = {
 }
 
 
-def line(con, run_id: str, limits: Limits = Limits()) -> dict:
-    """The run's overview line, from run_summary and the findings."""
+def line(con, run_id: str, found: list[dict], limits: Limits = Limits()) -> dict:
+    """The run's overview line, from run_summary and its findings."""
     summary = run(con, get_query("run_summary"), {"run_id": run_id}, limits)
     row = dict(zip(summary.columns, summary.rows[0])) if summary.rows else {}
     out = {"run_id": run_id, **{k: row.get(v) for k, v in FROM_SUMMARY.items()}}
     idle = row.get("gpu_idle_frac_mean")
     out["gpu_idle_pct"] = None if idle is None else 100 * idle
-    severities = [f["severity"] for f in findings(con, run_id, limits)]
+    severities = [f["severity"] for f in found]
     for severity in ("critical", "warn", "info"):
         out[f"findings_{severity}"] = severities.count(severity)
     return out
 
 
 def refresh(con, run_ids: list[str]) -> None:
-    """Recompute these runs' overview lines (those that exist), in one transaction of the caller's
-    connection."""
+    """Recompute these runs' overview lines and findings (those runs that exist), in one
+    transaction of the caller's connection."""
     known = {r[0] for r in con.execute("SELECT run_id FROM runs WHERE list_contains($ids, run_id)",
                                        {"ids": run_ids}).fetchall()}
-    lines = [line(con, run_id) for run_id in run_ids if run_id in known]
+    lines, found = [], []
+    for run_id in (r for r in run_ids if r in known):
+        its = compute(con, run_id)
+        lines.append(line(con, run_id, its))
+        found += [{"run_id": run_id, "position": i, **f} for i, f in enumerate(its)]
     if not lines:
         return
-    now = datetime.now(timezone.utc).replace(tzinfo=None)
-    table = pa.Table.from_pylist([{**x, "catalog": digest(), "refreshed_at": now} for x in lines])
+    catalog, now = digest(), datetime.now(timezone.utc).replace(tzinfo=None)
+    table = pa.Table.from_pylist([{**x, "catalog": catalog, "refreshed_at": now} for x in lines])
     with store.transaction(con), store.registered(con, "_overview", table):
         con.execute("DELETE FROM run_overview WHERE list_contains($ids, run_id)", {"ids": run_ids})
+        con.execute("DELETE FROM run_findings WHERE list_contains($ids, run_id)", {"ids": run_ids})
         con.execute("INSERT INTO run_overview BY NAME SELECT * FROM _overview")
+        if found:
+            rows = pa.Table.from_pylist([{**f, "catalog": catalog} for f in found])
+            with store.registered(con, "_findings", rows):
+                con.execute("INSERT INTO run_findings BY NAME SELECT * FROM _findings")
 
 
 def stale(con) -> list[str]:
-    """Runs without an overview line computed by the current catalog."""
+    """Runs without an overview line and a whole list of findings computed by the current
+    catalog."""
     return [r[0] for r in con.execute(
         "SELECT r.run_id FROM runs r LEFT JOIN run_overview o USING (run_id) "
-        "WHERE o.catalog IS DISTINCT FROM $digest ORDER BY r.run_id", {"digest": digest()}).fetchall()]
+        "WHERE o.catalog IS DISTINCT FROM $digest OR o.findings_critical + o.findings_warn + o.findings_info "
+        "<> (SELECT count(*) FROM run_findings f WHERE f.run_id = r.run_id AND f.catalog = $digest) "
+        "ORDER BY r.run_id", {"digest": digest()}).fetchall()]

@@ -66,18 +66,26 @@ class OverviewLines:
         with self._lock:
             self._marked[run_id] = time.monotonic()
 
+    def pending(self, run_id: str) -> bool:
+        """Whether the run had an append its line and stored findings do not include yet."""
+        with self._lock:
+            return run_id in self._marked
+
     def flush(self, force: bool = False) -> list[str]:
-        """Refresh the lines that are due (all marked ones with `force`); returns their runs."""
+        """Refresh the lines that are due (all marked ones with `force`); returns their runs. A run
+        stays pending until its refresh is written, and after it if it had another append since."""
         now_s = time.monotonic()
         with self._lock:
-            due = [r for r, at in self._marked.items()
-                   if force or now_s - at >= QUIET_S or now_s - self._refreshed.get(r, 0) >= OVERVIEW_EVERY_S]
+            due = {r: at for r, at in self._marked.items()
+                   if force or now_s - at >= QUIET_S or now_s - self._refreshed.get(r, 0) >= OVERVIEW_EVERY_S}
             for r in due:
-                del self._marked[r]
                 self._refreshed[r] = now_s
-        for run_id in due:
+        for run_id, marked_at in due.items():
             self.write(lambda con, run_id=run_id: overview.refresh(con, [run_id]), [run_id])
-        return due
+            with self._lock:
+                if self._marked.get(run_id) == marked_at:
+                    del self._marked[run_id]
+        return list(due)
 
     def start(self) -> OverviewLines:
         self._thread = threading.Thread(target=self._run, name="polytrace-overview", daemon=True)

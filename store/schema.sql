@@ -259,6 +259,23 @@ CREATE TABLE IF NOT EXISTS run_overview (
     refreshed_at           TIMESTAMP -- when (UTC)
 );
 
+-- Each run's findings as the catalog's Findings section computed them when the run last changed,
+-- in their order (queries/findings.py); written with the run's run_overview line, whose counts
+-- tell a reader whether these rows are whole.
+CREATE TABLE IF NOT EXISTS run_findings (
+    run_id   VARCHAR,   -- the run
+    position INTEGER,   -- its place in the list, most severe first (0-based)
+    kind     VARCHAR,   -- the finding query's kind, e.g. rollout_tail
+    severity VARCHAR,   -- critical, warn or info
+    value    DOUBLE,    -- the one number the sentence is about
+    unit     VARCHAR,   -- that number's unit
+    steps    INTEGER[], -- the steps it is about, if any
+    stage    VARCHAR,   -- the stage it is about, if any
+    text     VARCHAR,   -- the sentence: the number, what it means, what to try
+    evidence VARCHAR,   -- the catalog URL whose rows prove it
+    catalog  VARCHAR    -- digest of the catalog that computed the row
+);
+
 -- Numeric fields of a sample beyond the canonical samples columns, in long form: the reward
 -- function's extra outputs in a verl rollout dump (acc, format_score ...).
 CREATE TABLE IF NOT EXISTS sample_metrics (

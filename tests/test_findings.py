@@ -12,6 +12,7 @@ from polytrace.cli import main
 from polytrace.ingest.load import ingest_paths
 from polytrace.queries.findings import findings
 from polytrace.server.app import create_app
+from polytrace.server.watch import OverviewLines
 from polytrace.settings import Settings
 from tests.goldens import load_case
 
@@ -74,6 +75,43 @@ def test_every_evidence_url_answers_with_rows(client):
 def test_an_unknown_run_is_404(client):
     r = client.get("/api/runs/nope/findings")
     assert r.status_code == 404 and r.json() == {"ok": False, "error": "unknown run 'nope'", "status": 404}
+
+
+def test_the_server_reads_the_stored_list_unless_the_run_has_an_append_it_does_not_include(case_db, tmp_path):
+    """The server keeps each run's list from its last write; a live run whose latest append is not
+    summed up yet (its refresh comes a moment later) has its list computed as it is read."""
+    db = tmp_path / "own.duckdb"
+    shutil.copy(case_db / "cli.duckdb", db)
+    with TestClient(create_app(Settings(db=str(db))), base_url="http://127.0.0.1") as c:
+        app = c.app
+        # the server summed every run up as it started; mark r4's stored sentences to tell them apart
+        app.state.db.write(lambda cur: cur.execute("UPDATE run_findings SET text = 'as stored' WHERE run_id = 'r4'"))
+        assert {f["text"] for f in api_findings(c, "r4")} == {"as stored"}
+        app.state.overview_lines.mark("r4")  # what an append does
+        computed = api_findings(c, "r4")
+        assert len(computed) == 6 and "as stored" not in {f["text"] for f in computed}
+        assert api_findings(c, "r3") != [] and "as stored" not in c.get("/runs/r4").text
+        assert app.state.overview_lines.flush(force=True) == ["r4"]  # its refresh stores the list again
+        assert api_findings(c, "r4") == computed
+
+
+def test_a_refresh_leaves_a_run_pending_when_it_had_another_append_meanwhile(tmp_path):
+    con = load_case("findings", str(tmp_path / "lines.duckdb"))
+    try:
+        lines = OverviewLines(lambda fn, runs: fn(con))
+        lines.mark("r1")
+        lines.mark("r2")
+        assert lines.pending("r1") and lines.pending("r2") and not lines.pending("r3")
+        assert sorted(lines.flush(force=True)) == ["r1", "r2"] and not lines.pending("r1")
+
+        def refresh_during_an_append(fn, runs):
+            fn(con)
+            lines.mark("r1")  # the next append lands while the refresh is being written
+        lines.write = refresh_during_an_append
+        lines.mark("r1")
+        assert lines.flush(force=True) == ["r1"] and lines.pending("r1")
+    finally:
+        con.close()
 
 
 def test_the_cli_says_when_there_is_nothing(case_db, capsys):

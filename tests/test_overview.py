@@ -10,7 +10,7 @@ from polytrace import store
 from polytrace.cli import main
 from polytrace.queries import overview
 from polytrace.queries.catalog import get_query
-from polytrace.queries.findings import findings
+from polytrace.queries.findings import compute, findings, stored
 from polytrace.queries.runner import run
 from polytrace.store.runs import delete_run, row_counts
 from tests.goldens import load_case
@@ -29,7 +29,7 @@ def assert_line_matches_the_run(con, line: dict) -> None:
     for column, source in overview.FROM_SUMMARY.items():
         want, got = row[source], line[column]
         assert want == got or (isinstance(want, float) and math.isclose(want, got, rel_tol=1e-12)), column
-    severities = [f["severity"] for f in findings(con, line["run_id"])]
+    severities = [f["severity"] for f in compute(con, line["run_id"])]
     assert (line["findings_critical"], line["findings_warn"]) == \
         (severities.count("critical"), severities.count("warn"))
 
@@ -63,6 +63,28 @@ def test_a_changed_catalog_makes_lines_stale_and_migrate_refreshes_them(tmp_path
         assert overview_rows(con)["r1"]["findings_warn"] == 4
     finally:
         con.close()
+
+
+def test_the_findings_are_stored_as_computed_and_a_partial_list_is_not_read():
+    con = load_case("findings")
+    assert stored(con, "r4") is None  # no refresh yet: computed as read
+    overview.refresh(con, overview.stale(con))
+    for run_id in ("r1", "r2", "r3", "r4", "r5", "r6"):
+        assert stored(con, run_id) == compute(con, run_id), run_id
+    assert [f["kind"] for f in stored(con, "r4")] == ["cap_hits", "dp_imbalance", "rollout_tail",
+                                                      "filter_waste", "reward_imbalance", "whatif"]
+    assert stored(con, "r2") == []  # silent, and known to be: a whole empty list
+    # a list that lost a row is not whole: computed as read, and the next writer stores it again
+    con.execute("DELETE FROM run_findings WHERE run_id = 'r4' AND kind = 'whatif'")
+    assert stored(con, "r4") is None and overview.stale(con) == ["r4"]
+    assert [f["kind"] for f in findings(con, "r4")][-1] == "whatif"
+    overview.refresh(con, overview.stale(con))
+    # rows an older catalog wrote are not read
+    con.execute("UPDATE run_findings SET catalog = 'older' WHERE run_id = 'r3'")
+    assert stored(con, "r3") is None and findings(con, "r3") == compute(con, "r3")
+    assert "run_findings" not in row_counts(con, "r4")
+    assert delete_run(con, "r4")
+    assert con.execute("SELECT count(*) FROM run_findings WHERE run_id = 'r4'").fetchall() == [(0,)]
 
 
 def test_the_line_is_no_ingested_row_and_goes_with_its_run(tmp_path):

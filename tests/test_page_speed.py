@@ -4,6 +4,7 @@ drawing every trace type the renderer uses, charts drawn lazily that all draw, s
 or not, and a capped query answering exactly the rows it always did."""
 from __future__ import annotations
 
+import asyncio
 import gzip
 import math
 import os
@@ -133,6 +134,58 @@ def test_capped_answers_equal_the_streamed_ones(tmp_path):
                 compared += 1
     con.close()
     assert compared > 40
+
+
+# ---- the pages: the head goes out first ---------------------------------------------------------
+
+async def asgi_get(app, path: str, query: str = "") -> list[dict]:
+    """Every message the app sends for GET path?query: the response start, then each body part."""
+    sent, asked = [], False
+
+    async def receive():
+        nonlocal asked
+        if asked:  # the client stays: nothing more to read
+            await asyncio.Event().wait()
+        asked = True
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    async def send(message):
+        sent.append(message)
+
+    await app({"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "GET",
+               "scheme": "http", "path": path, "raw_path": path.encode(), "query_string": query.encode(),
+               "root_path": "", "headers": [(b"host", b"127.0.0.1")], "client": ("127.0.0.1", 50000),
+               "server": ("127.0.0.1", 80)}, receive, send)
+    return sent
+
+
+def test_run_and_compare_pages_send_their_scripts_before_their_queries_run(tmp_path):
+    """The preamble (styles and scripts) is a body part of its own, sent before the page's queries
+    run, so that the browser loads plotly meanwhile; the page as a whole is one document."""
+    from polytrace.server.app import create_app
+    from polytrace.settings import Settings
+    from tests.goldens import load_case
+
+    db = tmp_path / "case.duckdb"
+    load_case("findings", str(db)).close()
+    app = create_app(Settings(db=str(db)))
+    try:
+        for path, query, marker in (("/runs/r4", "", 'id="charts-json"'),
+                                    ("/compare", "a=r4&b=r3", 'id="findings-b"')):
+            start, *parts = asyncio.run(asgi_get(app, path, query))
+            assert start["status"] == 200, path
+            first = parts[0]["body"].decode()
+            assert first.startswith("<!doctype html>") and parts[0]["more_body"], path
+            assert first.rstrip().endswith('<script src="/static/auth.js"></script>') and "<title>" not in first
+            page = b"".join(p["body"] for p in parts).decode()
+            assert page.count("<!doctype html>") == 1 and page.count("<head>") == 1, path
+            assert page.index("<title>") < page.index("</head>") < page.index(marker) < page.index("</html>")
+        # an unknown run: a whole 404 page, at once
+        start, *parts = asyncio.run(asgi_get(app, "/runs/nope"))
+        assert start["status"] == 404 and [bool(p.get("more_body")) for p in parts] == [False]
+    finally:
+        app.state.overview_lines.stop()
+        app.state.db.close()
 
 
 # ---- the browser: lazy drawing ------------------------------------------------------------------

@@ -47,17 +47,27 @@ def filler(i: int) -> tuple[dict, dict]:
     return run, line
 
 
+def stored_findings(line: dict) -> list[dict]:
+    """The run_findings rows a filler's line counts (the server would compute again a line whose
+    findings are not all stored)."""
+    severities = ["critical"] * line["findings_critical"] + ["warn"] * line["findings_warn"]
+    return [{"run_id": line["run_id"], "position": i, "kind": "filler", "severity": severity,
+             "text": "a filler's finding", "catalog": digest()} for i, severity in enumerate(severities)]
+
+
 def build_db(path: Path) -> None:
-    """The golden findings runs with their computed lines, and the fillers' lines as a current
-    catalog would have written them."""
+    """The golden findings runs with their computed lines, and the fillers' lines and findings as
+    a current catalog would have written them."""
     con = load_case("findings", str(path))
     try:
         overview.refresh(con, [r[0] for r in con.execute("SELECT run_id FROM runs").fetchall()])
         for run, line in map(filler, range(FILLERS)):
             line = {**line, "catalog": digest(), "refreshed_at": datetime(2026, 1, 2)}
-            for table, values in (("runs", run), ("run_overview", line)):
+            for table, values in (("runs", run), ("run_overview", line),
+                                  *(("run_findings", f) for f in stored_findings(line))):
                 names, marks = ", ".join(values), ", ".join("?" * len(values))
                 con.execute(f"INSERT INTO {table} ({names}) VALUES ({marks})", list(values.values()))
+        assert overview.stale(con) == []
     finally:
         con.close()
 

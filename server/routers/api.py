@@ -22,7 +22,7 @@ from polytrace.ingest.parsing import now
 from polytrace.ingest.run_facts import GIVEN_RUN_FACTS
 from polytrace.queries import display, overview, render
 from polytrace.queries.catalog import ParamError, Query, bind, get_query, load_catalog
-from polytrace.queries.findings import collect, finding_queries
+from polytrace.queries.findings import collect, finding_queries, stored
 from polytrace.queries.runner import Answer, BadValue, Limits, QueryTimeout
 from polytrace.server import watch
 from polytrace.server.db import Database
@@ -255,8 +255,22 @@ async def get_run(run_id: RunIdPath, request: Request, response: Response, db: D
     return detail
 
 
-async def run_findings(db: Database, settings: Settings, run_id: str) -> list[dict[str, Any]]:
-    """The Findings-section queries of the catalog for one run, run side by side."""
+def summed_up(request: Request, run_id: str) -> bool:
+    """Whether the run's stored findings include its every append (a live run's are refreshed off
+    the append path, a moment later)."""
+    lines = request.app.state.overview_lines
+    return lines is None or not lines.pending(run_id)
+
+
+async def run_findings(db: Database, settings: Settings, run_id: str,
+                       use_stored: bool) -> list[dict[str, Any]]:
+    """The run's findings: as its last write stored them when `use_stored` and they are whole, else
+    the Findings-section queries of the catalog run side by side."""
+    if use_stored:
+        kept = await run_in_threadpool(db.read, partial(stored, run_id=run_id), settings.query_timeout_ms,
+                                       f"findings of run {run_id!r}")
+        if kept is not None:
+            return kept
     answers = await asyncio.gather(*(run_bound(db, settings, q, bind(q, {"run_id": run_id}))
                                      for q in finding_queries()))
     return collect(answers)
@@ -272,7 +286,7 @@ async def get_findings(run_id: str, request: Request, response: Response, db: Db
     if not known:
         raise ApiError(404, f"unknown run {run_id!r}")
     response.headers.update(validators(etag))
-    return {"ok": True, "findings": await run_findings(db, settings, run_id)}
+    return {"ok": True, "findings": await run_findings(db, settings, run_id, summed_up(request, run_id))}
 
 
 # --- live runs ------------------------------------------------------------------------------------

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+from collections.abc import AsyncIterator, Awaitable, Callable
 from functools import partial
 from importlib import resources
 from typing import Any
@@ -10,7 +11,7 @@ from urllib.parse import urlencode, urlsplit
 
 from fastapi import APIRouter, FastAPI, Request
 from fastapi.concurrency import run_in_threadpool
-from fastapi.responses import HTMLResponse, JSONResponse
+from fastapi.responses import HTMLResponse, JSONResponse, StreamingResponse
 from fastapi.templating import Jinja2Templates
 
 from polytrace.ingest.registry import FORMATS
@@ -23,7 +24,7 @@ from polytrace.server.deps import DbDep, SettingsDep
 from polytrace.server.errors import ApiError, error_response
 from polytrace.server.headlines import difference, fmt, ratio
 from polytrace.server.responses import CompressedStaticFiles, attachment
-from polytrace.server.routers.api import DISPLAY_PARAMS, chart_body, run_findings
+from polytrace.server.routers.api import DISPLAY_PARAMS, chart_body, run_findings, summed_up
 
 router = APIRouter(include_in_schema=False)
 # The raw views (query page, headline numbers): as many points as `_points` allows.
@@ -200,11 +201,11 @@ def _step_span(steps: list[int] | None) -> str:
     return f"{sum(map(len, runs)):,} steps from {runs[0][0]:,} to {runs[-1][-1]:,}"
 
 
-async def _findings(db: Database, settings, run_id: str) -> dict:
+async def _findings(request: Request, db: Database, settings, run_id: str) -> dict:
     """The run's findings, most severe first: the list GET /api/runs/{id}/findings answers, each
     with its evidence as a dashboard link and its steps in words."""
     try:
-        found = await run_findings(db, settings, run_id)
+        found = await run_findings(db, settings, run_id, summed_up(request, run_id))
     except ApiError as e:
         return {"items": [], "error": e.error}
     items = [{**f, "evidence_link": _evidence(f.get("evidence")), "span": _step_span(f.get("steps")),
@@ -243,20 +244,38 @@ async def _can_simulate(db: Database, settings, run_id: str) -> bool:
                                    settings.query_timeout_ms, f"run {run_id!r}")
 
 
+def _head_first(request: Request, rest: Callable[[], Awaitable[tuple[str, dict]]]) -> StreamingResponse:
+    """A page whose preamble (its head but the title: styles and scripts) goes out at once, so that
+    the browser fetches and runs the scripts while `rest` runs the page's queries; the rest of the
+    page (template name and context) follows."""
+    preamble = templates.get_template("_preamble.html").render(request=request)
+
+    async def body() -> AsyncIterator[str]:
+        yield preamble
+        name, ctx = await rest()
+        yield templates.get_template(name).render(request=request, **ctx).removeprefix(preamble)
+
+    return StreamingResponse(body(), media_type="text/html; charset=utf-8")
+
+
 @router.get("/runs/{run_id}", response_class=HTMLResponse)
 async def run_page(request: Request, run_id: str, db: DbDep, settings: SettingsDep):
-    # The run's line, its charts and its findings at once (an unknown run's queries find nothing).
-    runs, (sections, unit), findings = await asyncio.gather(
-        _runs(db, settings), sections_for(db, settings, run_id), _findings(db, settings, run_id))
-    run = next((r for r in runs if r["run_id"] == run_id), None)
+    run = next((r for r in await _runs(db, settings) if r["run_id"] == run_id), None)
     if run is None:
         return _not_found(request, f"run {run_id!r}")
-    # No stored simulation yet: offer one when the run can have it and the server may write.
-    offer = (all(s["name"] != "What if" for s in sections) and db.lake is None
-             and await _can_simulate(db, settings, run_id))
-    return templates.TemplateResponse(request, "run.html", {
-        "run": run, "length_unit": unit, "findings": findings, "sections": sections,
-        "marks": {run_id: _marks(findings)}, "whatif_offer": offer, "max_points": MAX_POINTS})
+
+    async def rest() -> tuple[str, dict]:
+        # its charts and its findings at once
+        (sections, unit), findings = await asyncio.gather(sections_for(db, settings, run_id),
+                                                          _findings(request, db, settings, run_id))
+        # No stored simulation yet: offer one when the run can have it and the server may write.
+        offer = (all(s["name"] != "What if" for s in sections) and db.lake is None
+                 and await _can_simulate(db, settings, run_id))
+        return "run.html", {"run": run, "length_unit": unit, "findings": findings, "sections": sections,
+                            "marks": {run_id: _marks(findings)}, "whatif_offer": offer,
+                            "max_points": MAX_POINTS}
+
+    return _head_first(request, rest)
 
 
 def _compare_cards(left: dict, right: dict) -> list[dict]:
@@ -326,37 +345,42 @@ def summary_table(row_a: dict, row_b: dict) -> list[dict]:
 @router.get("/compare", response_class=HTMLResponse)
 async def compare_page(request: Request, db: DbDep, settings: SettingsDep,
                        a: str | None = None, b: str | None = None, fidelity: bool = False):
-    # Queries over two runs (the replay fidelity) read A as the replay of B: only on request.
-    two_run = [(q, dict(zip(_run_key(q), (a, b)))) for q in (compare_queries() if fidelity else [])]
-    if a and b:  # the runs list and both runs' numbers, findings and charts, all at once
-        runs, summary_a, summary_b, found_a, found_b, (left, _), (right, _), *two_run_data = await asyncio.gather(
-            _runs(db, settings), _summary(db, settings, a), _summary(db, settings, b),
-            _findings(db, settings, a), _findings(db, settings, b),
-            sections_for(db, settings, a), sections_for(db, settings, b),
-            *(chart_data(db, settings, q, params) for q, params in two_run))
-    else:
-        runs = await _runs(db, settings)
+    runs = await _runs(db, settings)
     by_id = {r["run_id"]: r for r in runs}
     ctx: dict[str, Any] = {"runs": runs, "a": by_id.get(a), "b": by_id.get(b), "sections": [],
                            "two_run": [], "summary": [], "charts": [], "findings": {}, "marks": {},
                            "fidelity": fidelity, "fidelity_offer": False,
                            "missing": [x for x in (a, b) if x and x not in by_id]}
-    if ctx["a"] and ctx["b"]:
-        ctx["summary"] = summary_table(summary_a, summary_b)
-        ctx["findings"] = {"a": found_a, "b": found_b}
-        ctx["marks"] = {a: _marks(found_a), b: _marks(found_b)}
-        ctx["sections"] = _compare_cards({c["name"]: c for s in left for c in s["charts"]},
-                                         {c["name"]: c for s in right for c in s["charts"]})
-        ctx["fidelity_offer"] = bool(compare_queries()) and not fidelity
-        for (q, params), data in zip(two_run, two_run_data):
-            if _has_data(data, q.chart or {}):
-                ctx["two_run"].append({**chart_info(q, params), "data": data,
-                                       "el_id": f"chart-{q.name}", "roles": _run_key(q)})
-        ctx["charts"] = ctx["two_run"] + [
-            item for sec in ctx["sections"] for card in sec["cards"]
-            for item in ([card["overlay"]] if "overlay" in card else card["pair"])
-            if "missing" not in item]
-    return templates.TemplateResponse(request, "compare.html", ctx)
+    if not (ctx["a"] and ctx["b"]):
+        return templates.TemplateResponse(request, "compare.html", ctx)
+    return _head_first(request, partial(_two_runs, request, db, settings, a, b, fidelity, ctx))
+
+
+async def _two_runs(request: Request, db: Database, settings, a: str, b: str, fidelity: bool,
+                    ctx: dict[str, Any]) -> tuple[str, dict]:
+    """The compare page of two known runs: both runs' numbers, findings and charts, all at once."""
+    # Queries over two runs (the replay fidelity) read A as the replay of B: only on request.
+    two_run = [(q, dict(zip(_run_key(q), (a, b)))) for q in (compare_queries() if fidelity else [])]
+    summary_a, summary_b, found_a, found_b, (left, _), (right, _), *two_run_data = await asyncio.gather(
+        _summary(db, settings, a), _summary(db, settings, b),
+        _findings(request, db, settings, a), _findings(request, db, settings, b),
+        sections_for(db, settings, a), sections_for(db, settings, b),
+        *(chart_data(db, settings, q, params) for q, params in two_run))
+    ctx["summary"] = summary_table(summary_a, summary_b)
+    ctx["findings"] = {"a": found_a, "b": found_b}
+    ctx["marks"] = {a: _marks(found_a), b: _marks(found_b)}
+    ctx["sections"] = _compare_cards({c["name"]: c for s in left for c in s["charts"]},
+                                     {c["name"]: c for s in right for c in s["charts"]})
+    ctx["fidelity_offer"] = bool(compare_queries()) and not fidelity
+    for (q, params), data in zip(two_run, two_run_data):
+        if _has_data(data, q.chart or {}):
+            ctx["two_run"].append({**chart_info(q, params), "data": data,
+                                   "el_id": f"chart-{q.name}", "roles": _run_key(q)})
+    ctx["charts"] = ctx["two_run"] + [
+        item for sec in ctx["sections"] for card in sec["cards"]
+        for item in ([card["overlay"]] if "overlay" in card else card["pair"])
+        if "missing" not in item]
+    return "compare.html", ctx
 
 
 @router.get("/queries", response_class=HTMLResponse)
