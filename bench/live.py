@@ -8,7 +8,8 @@ takes to reach an open run page.
    the first step through the append path, the other N-1 copied in SQL, aggregates recomputed
    whole. Then `--repeat` new steps are appended as a follower appends them, and timed: the log
    line's append (rows, offsets, per-step aggregates), the packed step's, and the refresh of the
-   run's line in the runs overview (queries.overview.refresh), which reads every step: it runs off
+   run's line in the runs overview and its stored findings (queries.overview.refresh), which reads
+   every step: it runs off
    the append path, at most every 2 s of a burst and once when the run goes quiet
    (server/watch.py OverviewLines). The append columns stay flat across N.
 2. Line to chart. `polytrace serve --watch` follows a directory holding the log's first steps; a
