@@ -188,6 +188,35 @@ def test_run_and_compare_pages_send_their_scripts_before_their_queries_run(tmp_p
         app.state.db.close()
 
 
+def test_a_page_whose_queries_fail_after_its_head_went_out_says_so(tmp_path, monkeypatch):
+    from polytrace.queries.runner import QueryTimeout
+    from polytrace.server.app import create_app
+    from polytrace.server.routers import pages
+    from polytrace.settings import Settings
+    from tests.goldens import load_case
+
+    async def too_slow(*args):
+        raise QueryTimeout("query 'step_budget' ran past 10000 ms")
+
+    async def nothing_found(*args):  # no query left running on the connection this test closes
+        return {"items": [], "error": None}
+
+    db = tmp_path / "case.duckdb"
+    load_case("findings", str(db)).close()
+    app = create_app(Settings(db=str(db)))
+    monkeypatch.setattr(pages, "sections_for", too_slow)
+    monkeypatch.setattr(pages, "_findings", nothing_found)
+    try:
+        start, *parts = asyncio.run(asgi_get(app, "/runs/r4"))
+        page = b"".join(p["body"] for p in parts).decode()
+        assert start["status"] == 200 and page.count("<!doctype html>") == 1 and page.rstrip().endswith("</html>")
+        assert "<title>Error · PolyTrace</title>" in page
+        assert "query &#39;step_budget&#39; ran past 10000 ms. <a href=\"/\">Back to the runs</a>" in page
+    finally:
+        app.state.overview_lines.stop()
+        app.state.db.close()
+
+
 # ---- the browser: lazy drawing ------------------------------------------------------------------
 
 @pytest.fixture(scope="module")

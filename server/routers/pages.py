@@ -18,10 +18,10 @@ from polytrace.ingest.registry import FORMATS
 from polytrace.queries.catalog import SECTIONS, Column, Query, load_catalog
 from polytrace.queries.display import MAX_POINTS
 from polytrace.queries.render import jsonable
-from polytrace.queries.runner import QueryTimeout
+from polytrace.queries.runner import QueryError, QueryTimeout
 from polytrace.server.db import Database
 from polytrace.server.deps import DbDep, SettingsDep
-from polytrace.server.errors import ApiError, error_response
+from polytrace.server.errors import ApiError, error_response, log
 from polytrace.server.headlines import difference, fmt, ratio
 from polytrace.server.responses import CompressedStaticFiles, attachment
 from polytrace.server.routers.api import DISPLAY_PARAMS, chart_body, run_findings, summed_up
@@ -252,10 +252,22 @@ def _head_first(request: Request, rest: Callable[[], Awaitable[tuple[str, dict]]
 
     async def body() -> AsyncIterator[str]:
         yield preamble
-        name, ctx = await rest()
+        try:
+            name, ctx = await rest()
+        except Exception as e:  # the status went out with the preamble: the page says what failed
+            name, ctx = "error.html", {"error": _page_error(request, e)}
         yield templates.get_template(name).render(request=request, **ctx).removeprefix(preamble)
 
     return StreamingResponse(body(), media_type="text/html; charset=utf-8")
+
+
+def _page_error(request: Request, e: Exception) -> str:
+    if isinstance(e, ApiError):
+        return e.error
+    if isinstance(e, QueryError):
+        return str(e)
+    log.error("unhandled error on %s %s", request.method, request.url.path, exc_info=e)
+    return f"internal error: {type(e).__name__}"
 
 
 @router.get("/runs/{run_id}", response_class=HTMLResponse)
