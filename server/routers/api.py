@@ -262,11 +262,10 @@ def summed_up(request: Request, run_id: str) -> bool:
     return lines is None or not lines.pending(run_id)
 
 
-async def run_findings(db: Database, settings: Settings, run_id: str,
-                       use_stored: bool) -> list[dict[str, Any]]:
-    """The run's findings: as its last write stored them when `use_stored` and they are whole, else
-    the Findings-section queries of the catalog run side by side."""
-    if use_stored:
+async def run_findings(request: Request, db: Database, settings: Settings, run_id: str) -> list[dict[str, Any]]:
+    """The run's findings: as its last write stored them when they are whole and include its every
+    append, else the Findings-section queries of the catalog run side by side."""
+    if summed_up(request, run_id):
         kept = await run_in_threadpool(db.read, partial(stored, run_id=run_id), settings.query_timeout_ms,
                                        f"findings of run {run_id!r}")
         if kept is not None:
@@ -286,7 +285,7 @@ async def get_findings(run_id: str, request: Request, response: Response, db: Db
     if not known:
         raise ApiError(404, f"unknown run {run_id!r}")
     response.headers.update(validators(etag))
-    return {"ok": True, "findings": await run_findings(db, settings, run_id, summed_up(request, run_id))}
+    return {"ok": True, "findings": await run_findings(request, db, settings, run_id)}
 
 
 # --- live runs ------------------------------------------------------------------------------------

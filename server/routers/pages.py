@@ -24,7 +24,7 @@ from polytrace.server.deps import DbDep, SettingsDep
 from polytrace.server.errors import ApiError, error_response, log
 from polytrace.server.headlines import difference, fmt, ratio
 from polytrace.server.responses import CompressedStaticFiles, attachment
-from polytrace.server.routers.api import DISPLAY_PARAMS, chart_body, run_findings, summed_up
+from polytrace.server.routers.api import DISPLAY_PARAMS, chart_body, run_findings
 
 router = APIRouter(include_in_schema=False)
 # The raw views (query page, headline numbers): as many points as `_points` allows.
@@ -205,7 +205,7 @@ async def _findings(request: Request, db: Database, settings, run_id: str) -> di
     """The run's findings, most severe first: the list GET /api/runs/{id}/findings answers, each
     with its evidence as a dashboard link and its steps in words."""
     try:
-        found = await run_findings(db, settings, run_id, summed_up(request, run_id))
+        found = await run_findings(request, db, settings, run_id)
     except ApiError as e:
         return {"items": [], "error": e.error}
     items = [{**f, "evidence_link": _evidence(f.get("evidence")), "span": _step_span(f.get("steps")),
