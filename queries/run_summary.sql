@@ -8,7 +8,7 @@
 -- @param run_id VARCHAR  Run to summarise.
 -- @column run_id VARCHAR  The run.
 -- @column steps BIGINT fmt=count  Steps with any data; samples, step metrics, rank stage timings or profiler (ProfilerStep) windows.
--- @column samples BIGINT fmt=count  Responses in the run.
+-- @column samples BIGINT fmt=count  Responses in the run; NULL when it has no per-sample rows (a verl log, W&B metrics or a profiler trace count steps, not responses).
 -- @column rollout_idle_frac_mean DOUBLE fmt=pct  Mean over steps of rollout_tail's rollout_idle_frac. Sentence: Rollout engines sat idle {rollout_idle_frac_mean} of each rollout on average waiting for the slowest engine, {rollout_idle_frac_worst} in the worst one (step {worst_idle_step}).
 -- @column rollout_idle_frac_worst DOUBLE fmt=pct  Rollout idle in the worst step; the largest rollout_idle_frac of any step.
 -- @column worst_idle_step INTEGER fmt=count  The step with the most rollout idle; the largest rollout_idle_frac, earliest on a tie.
@@ -104,7 +104,7 @@ per_step AS (
 SELECT
     $run_id::VARCHAR AS run_id,
     count(*) AS steps,
-    coalesce(sum(n)::BIGINT, 0) AS samples,
+    sum(n)::BIGINT AS samples,
     avg(idle) AS rollout_idle_frac_mean,
     max(idle) AS rollout_idle_frac_worst,
     first(step ORDER BY idle DESC, step) FILTER (WHERE idle IS NOT NULL) AS worst_idle_step,

@@ -11,7 +11,7 @@
 -- @column task VARCHAR  Task, when known.
 -- @column format VARCHAR  Input format(s).
 -- @column steps BIGINT fmt=count  Steps with any data.
--- @column samples BIGINT fmt=count  Responses.
+-- @column samples BIGINT fmt=count  Responses; NULL when the run has no per-sample rows.
 -- @column gpus BIGINT fmt=count  GPUs in the job (n_gpus, else inferred from the logged ranks).
 -- @column max_response_len INTEGER fmt=tokens  Response-length cap (tokens), when known.
 -- @column step_s_mean DOUBLE fmt=s  Mean step time (s).
