@@ -398,6 +398,25 @@ def test_compare_page(page, three_runs):
     assert console_errors(page) == []
 
 
+def test_charts_are_drawn_once_in_margins_sized_beforehand(page, three_runs):
+    """Plotly draws a chart again whenever its labels, legend or colour bar need more room than
+    the layout's margins (automargin): charts.js sizes the margins from the labels first, so
+    that on real runs every chart ends with the margins it asked for, drawn once."""
+    srv, ids = three_runs
+    urls = [f"{srv.url}/runs/{ids['dapo']}", f"{srv.url}/runs/{ids['rllm']}",
+            f"{srv.url}/compare?a={ids['dapo']}&b={ids['rllm']}"]
+    for url in urls:
+        open_page(page, url)
+        charts = page.evaluate("""() => PolyCharts.entries.filter(e => e.el && e.el._fullLayout).map(e => {
+            const asked = e.el.layout.margin, got = e.el._fullLayout._size;
+            return [e.el.id, ['l', 'r', 't', 'b'].map(k => [asked[k], Math.round(got[k])])];
+        })""")
+        assert len(charts) >= 5, url
+        grown = [(name, sides) for name, sides in charts if any(abs(a - g) > 1 for a, g in sides)]
+        assert grown == [], url
+    assert console_errors(page) == []
+
+
 def test_query_catalog_pages(page, three_runs):
     srv, ids = three_runs
     run_id = ids["dapo"]

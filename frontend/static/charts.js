@@ -70,6 +70,7 @@ const PolyCharts = (() => {
   // tokens and count plain numbers with thousands separators. Hover text and tables show each
   // value in its own readable unit; a duration axis picks one unit (µs to h) for its range.
   const SECONDS = {s: 1, ms: 1e-3, us: 1e-6};
+  const FONT = "system-ui, -apple-system, Segoe UI, sans-serif";
   const DURATION_UNITS = [["h", 3600, 3 * 3600], ["min", 60, 600], ["s", 1, 1], ["ms", 1e-3, 1e-3], ["µs", 1e-6, 0]];
   const kindOf = (info, col) => ((info.columns || {})[col] || {}).fmt || null;
   // v.toLocaleString("en-US", opts), with each NumberFormat made once: making one is most of its cost.
@@ -475,8 +476,8 @@ const PolyCharts = (() => {
     const l = {
       title: {text: esc(info.title), x: 0.01, xanchor: "left", font: {size: 15}},
       paper_bgcolor: "rgba(0,0,0,0)", plot_bgcolor: "rgba(0,0,0,0)",
-      font: {family: "system-ui, -apple-system, Segoe UI, sans-serif", size: 12, color: fg},
-      colorway: palette(), margin: {l: 56, r: 16, t: 64, b: 44},
+      font: {family: FONT, size: 12, color: fg},
+      colorway: palette(), margin: {l: 56, r: 16, t: 64, b: AXIS_BOTTOM},
       xaxis: {...axis(xTitle), ...axisFormat(scales.x, xTitle)},
       yaxis: {...axis(yTitleText), ...axisFormat(scales.y, yTitleText)},
       legend: {orientation: "h", x: 0, y: 1.0, yanchor: "bottom", font: {size: 11}},
@@ -534,6 +535,101 @@ const PolyCharts = (() => {
     } else if (count <= 1) {
       l.showlegend = false;
       l.margin.t = 44;
+    }
+    return l;
+  }
+
+  // ---- margins sized before drawing ------------------------------------------------------------
+  // Plotly's automargin draws a chart, measures its tick labels, legend and colour bar, and draws
+  // it all again when they need more room than the margins give: about half of a page's drawing.
+  // Here the margins are sized beforehand from the labels' text (measured on a canvas in the
+  // chart's font), generously, since automargin only ever widens them: a label this misses still
+  // gets its room, at the cost of that second drawing.
+  const textWidth = (() => {
+    const ctx = document.createElement("canvas").getContext("2d");
+    return (text, size) => { ctx.font = `${size}px ${FONT}`; return ctx.measureText(text).width; };
+  })();
+  // The widest of these labels' texts (each distinct text measured once).
+  function widest(labels, size) {
+    let w = 0;
+    for (const text of new Set([...labels].map(v => String(v ?? "")))) w = Math.max(w, textWidth(text, size));
+    return w;
+  }
+  // Pixels beside a label's text: an axis's ticks and title (12 px labels), a legend's swatch
+  // and padding (11 px names); measured on Plotly's own drawing.
+  const AXIS_PX = 36, AXIS_BOTTOM = 48, LEGEND_PX = 82, LEGEND_ENTRY_PX = 46, LEGEND_ROW_PX = 19;
+  const COLORBAR_R = 120, COLORBAR_B = 53;
+
+  // Plotly's linear tick step: a 1, 2 or 5 times a power of ten about 40 px apart.
+  function tickStep(span, px) {
+    const rough = span / (Math.min(Math.max(px / 40, 4), 9) + 1);
+    const mag = 10 ** Math.floor(Math.log10(rough)), unit = rough / mag;
+    return mag * (unit <= 1 ? 1 : unit <= 2 ? 2 : unit <= 5 ? 5 : 10);
+  }
+  const decimals = step => Math.max(0, -Math.floor(Math.log10(step) + 1e-9));
+
+  // The text of a tick at v, as the axis's format (axisFormat) shows it (Plotly's minus is U+2212).
+  function tickText(v, step, ax) {
+    const fixed = (x, d) => x.toLocaleString("en-US", {minimumFractionDigits: d, maximumFractionDigits: d,
+                                                       useGrouping: !!ax.separatethousands}).replace("-", "\u2212");
+    if (ax.tickformat === ".3~%") return `${fixed(v * 100, Math.min(3, decimals(step * 100)))}%`;
+    const suffix = ax.ticksuffix || "";
+    if (ax.exponentformat === "none" || Math.abs(v) < 1000) return fixed(v, decimals(step)) + suffix;
+    const k = Math.min(5, Math.floor(Math.log10(Math.abs(v)) / 3));  // SI prefixes, as Plotly and "~s"
+    return fixed(v / 1000 ** k, decimals(step / 1000 ** k)) + "kMGTP"[k - 1] + suffix;
+  }
+
+  // The widest tick label of the left y axis, or null when it cannot be told (a log axis).
+  function yLabelWidth(l, ts, plotPx) {
+    const ax = l.yaxis, own = ts.filter(t => !t.yaxis || t.yaxis === "y");
+    const categorical = ax.type === "category" || own.some(t => t.orientation === "h" || t.type === "heatmap");
+    if (categorical) return widest(own.flatMap(t => t.y || []), 12);
+    if (ax.type === "log") return null;
+    // bars start at 0; stacked bars reach their stack's sum
+    let lo = Infinity, hi = -Infinity, seen = false;
+    const stacks = new Map(), reach = v => { lo = Math.min(lo, v); hi = Math.max(hi, v); };
+    for (const t of own) {
+      if (t.type === "bar") reach(0);
+      (t.y || []).forEach((v, i) => {
+        if (!Number.isFinite(v)) return;
+        seen = true;
+        reach(v);
+        if (t.type === "bar" && l.barmode === "stack") {
+          const key = `${v < 0 ? "-" : "+"}${t.x ? t.x[i] : i}`;
+          reach(stacks.set(key, (stacks.get(key) || 0) + v).get(key));
+        }
+      });
+    }
+    if (!seen) return null;
+    if (ax.range) [lo, hi] = ax.range;
+    const span = hi - lo || Math.abs(hi) || 1;
+    if (!ax.range) { lo -= span * 0.05; hi += span * 0.05; }
+    const step = tickStep(hi - lo, plotPx);
+    const ticks = [Math.floor(hi / step) * step, Math.ceil(lo / step) * step];
+    return Math.max(...ticks.map(v => textWidth(tickText(v, step, ax), 12)));
+  }
+
+  function sizeMargins(l, ts, legendNames, [width, height]) {
+    const m = l.margin, y = yLabelWidth(l, ts, height - m.t - m.b);
+    if (y !== null) m.l = Math.max(m.l, Math.ceil(y + AXIS_PX));
+    if (l.yaxis2 && l.yaxis2.side === "right") m.r = Math.max(m.r, Math.ceil(textWidth("100%", 12) + AXIS_PX));
+    const legend = l.showlegend !== false && legendNames.length ? l.legend : null;
+    const nameWidth = widest(legendNames, 11);
+    if (legend && legend.orientation === "v") m.r = Math.max(m.r, Math.ceil(nameWidth + LEGEND_PX));
+    if (ts.some(t => t.type === "heatmap" && t.showscale !== false)) {
+      m.r = Math.max(m.r, COLORBAR_R);
+      m.b = Math.max(m.b, COLORBAR_B);
+    }
+    const plotWidth = width - m.l - m.r;
+    // Category labels wider than their slot are turned 30°, and then reach below the axis.
+    if (l.xaxis.type === "category") {
+      const labels = new Set(ts.flatMap(t => t.x || [])), w = widest(labels, 12);
+      if (labels.size && w + 8 > plotWidth / labels.size) m.b = Math.max(m.b, Math.ceil(AXIS_BOTTOM + w / 2));
+    }
+    // A legend under the plot: a grid of its widest entry, as many columns as fit.
+    if (legend && legend.orientation === "h" && legend.yref === "container") {
+      const columns = Math.max(1, Math.floor(plotWidth / (nameWidth + LEGEND_ENTRY_PX)));
+      m.b = Math.max(m.b, Math.ceil(AXIS_BOTTOM + LEGEND_ROW_PX * Math.ceil(legendNames.length / columns) + 12));
     }
     return l;
   }
@@ -735,7 +831,7 @@ const PolyCharts = (() => {
       l[`yaxis${MARK_AXIS.slice(1)}`] = {overlaying: "y", range: [0, 1.02], visible: false, fixedrange: true};
       ts = [...ts, ...found.traces];
     }
-    return Plotly.react(el, ts, l, config(info)).then(() => {
+    return Plotly.react(el, ts, sizeMargins(l, ts, shown, [el.clientWidth || 600, el.clientHeight || 380]), config(info)).then(() => {
       if (!entry.listening) { el.on("plotly_relayout", ev => onZoom(entry, ev)); entry.listening = true; }
       tools(entry);
     });
