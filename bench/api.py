@@ -179,7 +179,7 @@ PACKAGE_DIRS = ("store", "ingest", "queries", "server", "frontend", "workload")
 # file the ref lacks, like the vendored plotly bundle, is left out); everything else is this
 # work tree's, so that the two sides differ only there while other files are being edited.
 BASELINE_PATHS = ("server/routers/pages.py", "server/routers/api.py", "server/responses.py",
-                  "server/app.py", "server/watch.py", "queries/runner.py", "queries/findings.py",
+                  "server/app.py", "server/db.py", "server/watch.py", "queries/runner.py", "queries/findings.py",
                   "queries/overview.py", "frontend/static/charts.js",
                   "frontend/templates/run.html", "frontend/templates/compare.html",
                   "frontend/templates/base.html", "frontend/templates/_preamble.html",
