@@ -23,7 +23,9 @@ sides of one query run one after another, in an order that alternates by round, 
 the machine's other load hits them alike: compare figures of one run, not across runs.
 Prints p50/p95 latency (median over rounds, and the spread of REST p95 over rounds), the
 REST p50 over the in-process N-thread p50, and the targets: p95 < 50 ms at N clients with
-the cache off, and REST p50 within 1.5x of in-process.
+the cache off, and REST p50 within 1.5x of in-process. Then where a request's CPU goes, in ms
+per request: the in-process N threads (the query alone), each server's process (all its
+threads: HTTP, routing, the query, JSON) and the httpx client, which shares the machine's cores.
 """
 from __future__ import annotations
 
@@ -49,7 +51,8 @@ import pyarrow.parquet as pq
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[0] = str(ROOT)
 
-from polytrace import store
+from bench.cpu import cpu_of  # noqa: E402
+from polytrace import store  # noqa: E402
 from polytrace.ingest.load import ingest_paths  # noqa: E402
 from polytrace.queries.catalog import bind, load_catalog  # noqa: E402
 from polytrace.queries.runner import Limits, run_bound  # noqa: E402
@@ -293,6 +296,20 @@ def print_table(queries, results: dict, sides: list[str], clients: int, rounds: 
     print("load average (1/5/15 min): {:.1f} {:.1f} {:.1f} on {} cores".format(*os.getloadavg(), os.cpu_count()))
 
 
+def print_cpu(queries, cpu: dict, sides: list[str], clients: int) -> None:
+    """Where a request's CPU goes: the query in-process, the server process, the HTTP client."""
+    servers = [s for s in sides if s not in ("alone", "threads")]
+    print(f"\nCPU ms per request, median over rounds: in-process on {clients} threads (the query alone); "
+          "per server: its process (all threads) and the httpx client's")
+    print(f"{'query':<24} {'in-process':>10}" + "".join(f"  {s + ' server':>16} {'client':>6}" for s in servers))
+    for name, _ in queries:
+        line = f"{name:<24} {statistics.median(own for own, _ in cpu['threads', name]):10.2f}"
+        for s in servers:
+            line += (f"  {statistics.median(srv for _, srv in cpu[s, name]):16.2f}"
+                     f" {statistics.median(own for own, _ in cpu[s, name]):6.2f}")
+        print(line)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--samples", type=int, default=5_000_000)
@@ -322,33 +339,41 @@ def main() -> None:
         print(f"{len(queries)} dashboard queries; {args.clients} clients, {args.seconds:g} s per query "
               f"and side, {args.rounds} rounds; sides: in-process 1 and {args.clients} threads, "
               + ", ".join(servers))
-        urls, procs = {}, []
+        urls, procs = {}, {}
         try:
             for side, (site, cache_rows) in servers.items():
                 copy = tmp / f"{side}.duckdb"
                 shutil.copy(db, copy)
                 port = free_port()
-                procs.append(start_server(copy, port, cache_rows, site, cwd=tmp))
+                procs[side] = start_server(copy, port, cache_rows, site, cwd=tmp)
                 urls[side] = f"http://127.0.0.1:{port}"
             shutil.copy(db, tmp / "in-process.duckdb")
             con = store.open(tmp / "in-process.duckdb", "r")
             sides = ["alone", "threads", *servers]
             results = {(side, name): [] for side in sides for name, _ in queries}
+            # CPU ms per request: this process (the in-process threads, or the HTTP client), and
+            # the server's process, all threads
+            cpu = {(side, name): [] for side in sides for name, _ in queries}
             for r in range(args.rounds):
                 for name, params in queries:
                     for side in (sides if r % 2 == 0 else sides[::-1]):
+                        own, served = time.process_time(), cpu_of(procs[side].pid) if side in procs else 0.0
                         if side in ("alone", "threads"):
                             lat = in_process(con, name, params, args.seconds, 1 if side == "alone" else args.clients)
                             results[side, name].append((lat, 0, args.seconds))
                         else:
                             results[side, name].append(asyncio.run(hammer(
                                 rest_url(urls[side], name, params), params, args.clients, args.seconds)))
+                        n = len(results[side, name][-1][0])
+                        served = cpu_of(procs[side].pid) - served if side in procs else 0.0
+                        cpu[side, name].append(((time.process_time() - own) * 1000 / n, served * 1000 / n))
             con.close()
         finally:
-            for proc in procs:
+            for proc in procs.values():
                 proc.terminate()
                 proc.wait(timeout=30)
     print_table(queries, results, sides, args.clients, args.rounds)
+    print_cpu(queries, cpu, sides, args.clients)
 
 
 if __name__ == "__main__":

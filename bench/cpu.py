@@ -33,7 +33,7 @@ def descendants(root: int) -> list[int]:
     return found
 
 
-def _cpu_of(pid: int) -> float:
+def cpu_of(pid: int) -> float:
     """utime + stime + cutime + cstime of a process, in seconds (0 once it is gone)."""
     try:
         fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
@@ -47,7 +47,7 @@ def cpu_s() -> float:
     with the children it has waited for (the forkserver's finished parse workers)."""
     own = sum(r.ru_utime + r.ru_stime for r in (resource.getrusage(resource.RUSAGE_SELF),
                                                 resource.getrusage(resource.RUSAGE_CHILDREN)))
-    return own + sum(_cpu_of(pid) for pid in descendants(os.getpid()))
+    return own + sum(cpu_of(pid) for pid in descendants(os.getpid()))
 
 
 def tree_rss_mb(root: int) -> float:

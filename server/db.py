@@ -1,5 +1,6 @@
-"""The one DuckDB connection this process owns: read-only cursors with time limits, serialized
-writes, a cache of recent query answers, and the write generations that make their ETags."""
+"""The one DuckDB connection this process owns: catalog queries and read-only cursors with time
+limits, serialized writes, a cache of recent query answers, and the write generations that make
+their ETags."""
 from __future__ import annotations
 
 import secrets
