@@ -566,7 +566,8 @@ const PolyCharts = (() => {
     const mag = 10 ** Math.floor(Math.log10(rough)), unit = rough / mag;
     return mag * (unit <= 1 ? 1 : unit <= 2 ? 2 : unit <= 5 ? 5 : 10);
   }
-  const decimals = step => Math.max(0, -Math.floor(Math.log10(step) + 1e-9));
+  // digits after the point a tick step needs (toLocaleString takes at most 100)
+  const decimals = step => Math.min(20, Math.max(0, -Math.floor(Math.log10(step) + 1e-9)));
 
   // The text of a tick at v, as the axis's format (axisFormat) shows it (Plotly's minus is U+2212).
   function tickText(v, step, ax) {
