@@ -42,30 +42,29 @@ def _validation_message(exc: RequestValidationError) -> str:
     return f"parameter {where!r}: {first.get('msg', 'invalid')}"
 
 
-def install(app: FastAPI) -> None:
-    @app.exception_handler(ApiError)
-    async def _api_error(request: Request, exc: ApiError):
-        return error_response(exc.status, exc.error, exc.headers)
-
-    @app.exception_handler(StarletteHTTPException)
-    async def _http_error(request: Request, exc: StarletteHTTPException):
-        return error_response(exc.status_code, str(exc.detail), getattr(exc, "headers", None))
-
-    @app.exception_handler(RequestValidationError)
-    async def _validation_error(request: Request, exc: RequestValidationError):
-        return error_response(422, _validation_message(exc))
-
-    @app.exception_handler(duckdb.Error)
-    async def _database_error(request: Request, exc: duckdb.Error):
+def explained(request: Request, exc: Exception) -> ApiError:
+    """Any exception as the status and one-line error the user gets; a bug is logged in full."""
+    if isinstance(exc, ApiError):
+        return exc
+    if isinstance(exc, StarletteHTTPException):
+        return ApiError(exc.status_code, str(exc.detail), getattr(exc, "headers", None))
+    if isinstance(exc, RequestValidationError):
+        return ApiError(422, _validation_message(exc))
+    if isinstance(exc, duckdb.Error):
         cause = root_cause(exc)
         if NO_SPACE in cause:
-            return error_response(507, f"no space left for the database: {cause}")
+            return ApiError(507, f"no space left for the database: {cause}")
         if isinstance(exc, duckdb.FatalException):
             log.error("database invalidated on %s %s: %s", request.method, request.url.path, cause)
-            return error_response(503, f"the database must be reopened (restart the server): {cause}")
-        return await _bug(request, exc)
+            return ApiError(503, f"the database must be reopened (restart the server): {cause}")
+    log.error("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
+    return ApiError(500, f"internal error: {type(exc).__name__}")
 
-    @app.exception_handler(Exception)
-    async def _bug(request: Request, exc: Exception):
-        log.exception("unhandled error on %s %s", request.method, request.url.path)
-        return error_response(500, f"internal error: {type(exc).__name__}")
+
+def install(app: FastAPI) -> None:
+    async def answer(request: Request, exc: Exception):
+        e = explained(request, exc)
+        return error_response(e.status, e.error, e.headers)
+
+    for kind in (ApiError, StarletteHTTPException, RequestValidationError, duckdb.Error, Exception):
+        app.add_exception_handler(kind, answer)

@@ -21,7 +21,7 @@ from polytrace.queries.render import jsonable
 from polytrace.queries.runner import QueryError, QueryTimeout
 from polytrace.server.db import Database
 from polytrace.server.deps import DbDep, SettingsDep
-from polytrace.server.errors import ApiError, error_response, log
+from polytrace.server.errors import ApiError, error_response, explained
 from polytrace.server.headlines import difference, fmt, ratio
 from polytrace.server.responses import CompressedStaticFiles, attachment
 from polytrace.server.routers.api import DISPLAY_PARAMS, chart_body, run_findings
@@ -262,12 +262,7 @@ def _head_first(request: Request, rest: Callable[[], Awaitable[tuple[str, dict]]
 
 
 def _page_error(request: Request, e: Exception) -> str:
-    if isinstance(e, ApiError):
-        return e.error
-    if isinstance(e, QueryError):
-        return str(e)
-    log.error("unhandled error on %s %s", request.method, request.url.path, exc_info=e)
-    return f"internal error: {type(e).__name__}"
+    return str(e) if isinstance(e, QueryError) else explained(request, e).error
 
 
 @router.get("/runs/{run_id}", response_class=HTMLResponse)
