@@ -3,10 +3,13 @@ limits, serialized writes, a cache of recent query answers, and the write genera
 their ETags."""
 from __future__ import annotations
 
+import atexit
 import secrets
 import threading
+import time
+import weakref
 from collections import OrderedDict
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any, Callable, Iterator, TypeVar
 
@@ -18,6 +21,14 @@ from polytrace.queries.runner import Answer, Limits, QueryTimeout, run_bound
 from polytrace.store.lake import lake_state, open_lake
 
 T = TypeVar("T")
+# Databases not closed yet: closed at interpreter exit, before daemon threads are stopped.
+_OPEN: weakref.WeakSet[Database] = weakref.WeakSet()
+# How long close() lets interrupted work leave DuckDB.
+CLOSE_WAIT_S = 10.0
+
+
+class Closing(Exception):
+    """The database is closing (the server is shutting down): no new query or write."""
 
 
 class ResultCache:
@@ -70,16 +81,32 @@ class Database:
         self.boot = secrets.token_hex(4)
         self._run_writes: dict[str, int] = {}
         self._any_write = 0
+        self._busy: set[duckdb.DuckDBPyConnection] = set()  # cursors in use, for close()
+        self._idle = threading.Condition()
+        self._closing = False
+        _OPEN.add(self)
+
+    @contextmanager
+    def _cursor(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        """A cursor of the connection, counted in use until it is closed."""
+        with self._idle:
+            if self._closing:
+                raise Closing("the server is shutting down: try again once it is back")
+            cur = self.con.cursor()
+            self._busy.add(cur)
+        try:
+            yield cur
+        finally:
+            cur.close()
+            with self._idle:
+                self._busy.discard(cur)
+                self._idle.notify_all()
 
     @contextmanager
     def reader(self) -> Iterator[duckdb.DuckDBPyConnection]:
         """A cursor inside a read-only transaction: it cannot write, and sees one snapshot."""
-        cur = self.con.cursor()
-        try:
-            with store.read_snapshot(cur):
-                yield cur
-        finally:
-            cur.close()
+        with self._cursor() as cur, store.read_snapshot(cur):
+            yield cur
 
     def read(self, fn: Callable[[duckdb.DuckDBPyConnection], T], timeout_ms: int, what: str) -> T:
         """Run fn on a read-only cursor; interrupt it after timeout_ms (QueryTimeout)."""
@@ -100,23 +127,18 @@ class Database:
             # A catalog query is one SELECT (catalog.statement_problem), its own transaction
             # and snapshot: wrapping it in a read-only one cost ~1 ms of CPU per request with 8
             # clients (DuckDB's transaction bookkeeping), a fifth of a light query's REST cost.
-            cur = self.con.cursor()
-            try:
+            with self._cursor() as cur:
                 answer = run_bound(cur, query, bound, limits)
-            finally:
-                cur.close()
             self.cache.put(key, generation, answer)
         return answer
 
     def write(self, fn: Callable[[duckdb.DuckDBPyConnection], T], runs: list[str] | None = None) -> T:
         """Run fn on a writing cursor; one writer at a time. `runs`: the only runs fn may change
         (a live append), so the other runs keep their ETags; None: any run."""
-        with self._write_lock:
-            cur = self.con.cursor()
+        with self._write_lock, self._cursor() as cur:
             try:
                 return fn(cur)
             finally:
-                cur.close()
                 self.cache.clear()
                 if runs is None:
                     self._any_write = self.cache.generation
@@ -150,4 +172,24 @@ class Database:
                 self._any_write = self.cache.generation
 
     def close(self) -> None:
+        """Interrupt the queries and writes still running, wait up to CLOSE_WAIT_S for their
+        threads to leave DuckDB, and close the connection. (A thread still inside DuckDB when
+        the interpreter exits aborts the process: "terminate called after throwing an
+        instance of ''".) An interrupted write rolls back."""
+        deadline = time.monotonic() + CLOSE_WAIT_S
+        with self._idle:
+            self._closing = True
+            # again and again: an interrupt between two statements of a cursor stops neither
+            while self._busy and time.monotonic() < deadline:
+                for cur in self._busy:
+                    with suppress(duckdb.ConnectionException):  # closed, not yet counted out
+                        cur.interrupt()
+                self._idle.wait(0.05)
+        _OPEN.discard(self)
         self.con.close()
+
+
+@atexit.register
+def _close_all() -> None:
+    for db in list(_OPEN):
+        db.close()

@@ -11,6 +11,7 @@ from pydantic import BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from polytrace.ingest.load import NO_SPACE, root_cause
+from polytrace.server.db import Closing
 
 log = logging.getLogger("polytrace.server")
 
@@ -50,6 +51,8 @@ def explained(request: Request, exc: Exception) -> ApiError:
         return ApiError(exc.status_code, str(exc.detail), getattr(exc, "headers", None))
     if isinstance(exc, RequestValidationError):
         return ApiError(422, _validation_message(exc))
+    if isinstance(exc, Closing):
+        return ApiError(503, str(exc))
     if isinstance(exc, duckdb.Error):
         cause = root_cause(exc)
         if NO_SPACE in cause:
