@@ -1,5 +1,5 @@
-"""Headline numbers in words: a value as its column's fmt tag reads it, and run B's value against
-run A's (the compare page's table, and the pages' server-rendered tables)."""
+"""Headline numbers in words: a value as its column's fmt tag reads it, run B's value against
+run A's (the compare page's table, and the pages' server-rendered tables), and a list of steps."""
 from __future__ import annotations
 
 import math
@@ -90,3 +90,23 @@ def ratio(a: Any, b: Any) -> str:
         return ""
     r = b / a
     return "B equals A" if abs(r - 1) < 0.0005 else f"B is {r:.3g}× A"
+
+
+def step_span(steps: list[int] | None, bridge: bool = False) -> str:
+    """Steps in words: a run of consecutive steps as "steps 12–261", two or three runs as
+    "steps 1–25 and 236–261", more as "40 steps from 1 to 261". With `bridge`, one missing step
+    joins two runs, as the step charts draw them."""
+    runs: list[list[int]] = []
+    for step in sorted({s for s in steps or [] if s is not None}):
+        if runs and step - runs[-1][-1] <= (2 if bridge else 1):
+            runs[-1].append(step)
+        else:
+            runs.append([step])
+    if not runs:
+        return ""
+    shown = [f"{r[0]:,}" if len(r) == 1 else f"{r[0]:,}–{r[-1]:,}" for r in runs]
+    if len(runs) == 1 and len(runs[0]) == 1:
+        return f"step {shown[0]}"
+    if len(runs) <= 3:
+        return "steps " + ", ".join(shown[:-1]) + (" and " if len(runs) > 1 else "") + shown[-1]
+    return f"{sum(map(len, runs)):,} steps from {runs[0][0]:,} to {runs[-1][-1]:,}"

@@ -37,6 +37,7 @@ from polytrace.ingest.live import (
 )
 from polytrace.ingest.load import append_chunk
 from polytrace.queries import overview
+from polytrace.server.headlines import step_span
 
 Say = Callable[[str], None]
 
@@ -229,7 +230,7 @@ def follow(followers: list[Follower], stop: threading.Event, poll_s: float = POL
         for f in followers:
             try:
                 if steps := f.tick():
-                    say(f"{f.root}: {steps_said(steps)} appended")
+                    say(f"{f.root}: {step_span(steps)} appended")
             except (IngestError, OSError, duckdb.Error) as e:
                 text = f"{f.root}: {e}"
                 if text not in said:
@@ -239,16 +240,6 @@ def follow(followers: list[Follower], stop: threading.Event, poll_s: float = POL
             lines.flush(force=once)
         if once or stop.wait(poll_s):
             return
-
-
-def steps_said(steps: list[int]) -> str:
-    """'step 7', 'steps 3-5', or '4 steps (2 to 9)' when they are not one range."""
-    steps = sorted(set(steps))
-    if len(steps) == 1:
-        return f"step {steps[0]}"
-    if steps[-1] - steps[0] + 1 == len(steps):
-        return f"steps {steps[0]}-{steps[-1]}"
-    return f"{len(steps)} steps ({steps[0]} to {steps[-1]})"
 
 
 class Watching:

@@ -22,9 +22,10 @@ from polytrace.ingest.load import append_chunk, ingest_paths
 from polytrace.queries import overview, render
 from polytrace.queries.catalog import load_catalog
 from polytrace.queries.runner import run
+from polytrace.server.headlines import step_span
 from polytrace.server.responses import Json
 from polytrace.server.routers.api import _run_detail
-from polytrace.server.watch import follow, follower, sinks_into, steps_said
+from polytrace.server.watch import follow, follower, sinks_into
 from tests import test_browser
 from tests.conftest import ROOT, SHARED_DATA, free_port
 from tests.test_browser import console_errors, open_page, screenshot
@@ -611,6 +612,7 @@ def test_following_says_which_steps_each_round_appended(tmp_path):
     for k in (0, 1, 2):
         (root / f"packed_lengths_step_{k}.jsonl").write_bytes(PACKED.replace(b'"step": 0', b'"step": %d' % k))
     follow([f], threading.Event(), once=True, say=said.append)  # the job is running: step 2 may grow
-    assert said == [f"{root}: steps 0-1 appended"]
-    assert [steps_said(s) for s in ([7], [3, 5, 4], [2, 9, 4, 5])] == ["step 7", "steps 3-5", "4 steps (2 to 9)"]
+    assert said == [f"{root}: steps 0–1 appended"]
+    assert [step_span(s) for s in ([7], [3, 5, 4], [2, 9, 4, 5], [1, 3, 5, 7])] == \
+        ["step 7", "steps 3–5", "steps 2, 4–5 and 9", "4 steps from 1 to 7"]
     con.close()

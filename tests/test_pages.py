@@ -11,11 +11,10 @@ from polytrace import store
 from polytrace.ingest.registry import FORMATS
 from polytrace.queries.catalog import SECTIONS, get_query
 from polytrace.queries.display import downsample
-from polytrace.server.headlines import difference, fmt, ratio
+from polytrace.server.headlines import difference, fmt, ratio, step_span
 from polytrace.server.routers.pages import (
     RUN_SECTIONS,
     _label,
-    _step_span,
     caption,
     chart_info,
     compare_queries,
@@ -210,13 +209,14 @@ def test_labels_and_captions_come_from_the_catalog_text():
 
 
 def test_a_findings_steps_in_words():
-    assert _step_span([2]) == "step 2"
-    assert _step_span([1, 10]) == "steps 1 and 10"
+    assert step_span([2], bridge=True) == "step 2"
+    assert step_span([1, 10], bridge=True) == "steps 1 and 10"
     # A log's cut-short lines leave single steps out of a collapse: still one stretch.
-    assert _step_span([*range(12, 20), *range(21, 30)]) == "steps 12–29"
-    assert _step_span([*range(1, 26), *range(236, 262)]) == "steps 1–25 and 236–261"
-    assert _step_span([10, 20, 30, 40, 50]) == "5 steps from 10 to 50"
-    assert _step_span([]) == "" and _step_span(None) == ""
+    assert step_span([*range(12, 20), *range(21, 30)], bridge=True) == "steps 12–29"
+    assert step_span([*range(12, 20), *range(21, 30)]) == "steps 12–19 and 21–29"
+    assert step_span([*range(1, 26), *range(236, 262)], bridge=True) == "steps 1–25 and 236–261"
+    assert step_span([10, 20, 30, 40, 50], bridge=True) == "5 steps from 10 to 50"
+    assert step_span([], bridge=True) == "" and step_span(None) == ""
 
 
 def test_table_cells_read_by_fmt_with_all_for_whole_trace_rows():

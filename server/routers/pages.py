@@ -22,7 +22,7 @@ from polytrace.queries.runner import QueryError, QueryTimeout
 from polytrace.server.db import Database
 from polytrace.server.deps import DbDep, SettingsDep
 from polytrace.server.errors import ApiError, error_response, explained
-from polytrace.server.headlines import difference, fmt, ratio
+from polytrace.server.headlines import difference, fmt, ratio, step_span
 from polytrace.server.responses import CompressedStaticFiles, attachment
 from polytrace.server.routers.api import DISPLAY_PARAMS, chart_body, run_findings
 
@@ -182,25 +182,6 @@ def _evidence(url: str | None) -> dict | None:
             "title": query.title}
 
 
-def _step_span(steps: list[int] | None) -> str:
-    """A finding's steps in words: runs of consecutive steps (one missing step bridged, as the
-    charts draw them) as "steps 12–261", two runs as "steps 1–25 and 236–261"."""
-    runs: list[list[int]] = []
-    for step in sorted({s for s in steps or [] if s is not None}):
-        if runs and step - runs[-1][-1] <= 2:
-            runs[-1].append(step)
-        else:
-            runs.append([step])
-    shown = [f"{r[0]:,}" if len(r) == 1 else f"{r[0]:,}–{r[-1]:,}" for r in runs]
-    if not runs:
-        return ""
-    if len(runs) == 1 and len(runs[0]) == 1:
-        return f"step {shown[0]}"
-    if len(runs) <= 3:
-        return "steps " + ", ".join(shown[:-1]) + (" and " if len(runs) > 1 else "") + shown[-1]
-    return f"{sum(map(len, runs)):,} steps from {runs[0][0]:,} to {runs[-1][-1]:,}"
-
-
 async def _findings(request: Request, db: Database, settings, run_id: str) -> dict:
     """The run's findings, most severe first: the list GET /api/runs/{id}/findings answers, each
     with its evidence as a dashboard link and its steps in words."""
@@ -208,7 +189,7 @@ async def _findings(request: Request, db: Database, settings, run_id: str) -> di
         found = await run_findings(request, db, settings, run_id)
     except ApiError as e:
         return {"items": [], "error": e.error}
-    items = [{**f, "evidence_link": _evidence(f.get("evidence")), "span": _step_span(f.get("steps")),
+    items = [{**f, "evidence_link": _evidence(f.get("evidence")), "span": step_span(f.get("steps"), bridge=True),
               "step_range": [min(f["steps"]), max(f["steps"])] if f.get("steps") else None}
              for f in found]
     return {"items": items, "error": None}
