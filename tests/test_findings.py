@@ -154,28 +154,40 @@ def test_findings_on_the_shared_runs(shared_data, tmp_path, label):
         assert "\n" not in f["text"] and f["text"].endswith(".")
 
 
+def one_finding(shared_data, tmp_path, label: str, kind: str) -> dict:
+    """The finding of `kind` on the shared run REAL[label], ingested without its run facts."""
+    con = store.open(tmp_path / "real.duckdb")
+    try:
+        run_id = ingest_paths(con, [shared_data / REAL[label][0]]).run_id
+        (found,) = [f for f in findings(con, run_id) if f["kind"] == kind]
+    finally:
+        con.close()
+    return found
+
+
 @pytest.mark.shared_data
 def test_the_collapse_is_dated_as_the_log_shows_it(shared_data, tmp_path):
     """i80f2v90: response_length/mean is 4.8 at step 11, 1.0 from step 12; steps 20, 30, ... log
     no length; 225 steps from 12 to 261 have one."""
-    con = store.open(tmp_path / "real.duckdb")
-    try:
-        run_id = ingest_paths(con, [shared_data / REAL["collapsing verl log"][0]]).run_id
-        (collapse,) = [f for f in findings(con, run_id) if f["kind"] == "collapse"]
-    finally:
-        con.close()
+    collapse = one_finding(shared_data, tmp_path, "collapsing verl log", "collapse")
     assert collapse["steps"][:3] == [12, 13, 14] and collapse["steps"][-1] == 261
     assert collapse["value"] == 225 and 10 not in collapse["steps"] and 20 not in collapse["steps"]
 
 
 @pytest.mark.shared_data
+def test_two_reward_ranks_are_told_apart_by_their_tokens(shared_data, tmp_path):
+    """rLLM's reward_timings: rank 0 took 77.3, 78.5, 113.0 s with 630,511, 639,625, 336,008
+    response tokens; rank 4 took 87.1, 46.1, 43.3 s with 703,193, 822,876, 638,491. At steps 1 and
+    2 the slower rank (0) had the fewer tokens."""
+    reward = one_finding(shared_data, tmp_path, "rLLM with its cap", "reward_imbalance")
+    assert "56 s of waiting over 3 steps" in reward["text"]
+    assert "the slower of the two ranks had fewer response tokens in 2 of 3 steps, so look at that " \
+           "rank's verifier or sandbox" in reward["text"]
+
+
+@pytest.mark.shared_data
 def test_an_inferred_cap_is_said(shared_data, tmp_path):
     """rLLM without --max-response-len: 59 of its 384 responses are exactly 16,000 tokens."""
-    con = store.open(tmp_path / "real.duckdb")
-    try:
-        run_id = ingest_paths(con, [shared_data / REAL["rLLM with its cap"][0]]).run_id
-        (cap,) = [f for f in findings(con, run_id) if f["kind"] == "cap_hits"]
-    finally:
-        con.close()
+    cap = one_finding(shared_data, tmp_path, "rLLM with its cap", "cap_hits")
     assert "(inferred: 15.4% of all responses are exactly 16,000 tokens long)" in cap["text"]
     assert cap["value"] == pytest.approx(8 / 128)

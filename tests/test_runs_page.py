@@ -20,7 +20,7 @@ from tests.test_browser import browser, console_errors, open_page, page, screens
 pytestmark = pytest.mark.browser
 
 PAGE_SIZE = 100  # rows per page (frontend/static/runs.js)
-FILLERS = 143    # with the seven golden runs: 150, two pages
+FILLERS = 142    # with the eight golden runs: 150, two pages
 MODELS = ("Qwen3-8B", "Llama-3.1-8B-Instruct", "Mistral-7B-v0.3")
 TASKS = ("math", "code", "agent")
 FRAMEWORKS = ("verl", "rllm", "openrlhf")
@@ -131,7 +131,7 @@ def chart(pg) -> dict:
 
 def test_the_table_is_the_overview_worst_first(page, server):  # noqa: F811
     rows = overview_rows(server)
-    assert len(rows) == 7 + FILLERS
+    assert len(rows) == 8 + FILLERS
     open_page(page, server.url + "/")
     assert page.get_attribute("#runs", "data-loaded") == str(len(rows))
     assert page.inner_text("#runs-count") == f"{len(rows)} runs"
@@ -327,7 +327,7 @@ def test_a_run_deleted_from_its_row(page, make_server, tmp_path):  # noqa: F811
     open_page(page, srv.url + "/")
     page.on("dialog", lambda d: d.accept())
     page.click("#runs tr[data-run-id='r4'] button[data-delete]")
-    page.wait_for_selector(f"#runs[data-loaded='{6 + FILLERS}']")
+    page.wait_for_selector(f"#runs[data-loaded='{7 + FILLERS}']")
     assert page.locator("#runs tr[data-run-id='r4']").count() == 0
     assert page.inner_text("#upload-status") == "Deleted packed, cap inferred."
     assert "r4" not in {r["run_id"] for r in overview_rows(srv)}
