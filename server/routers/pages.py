@@ -189,7 +189,8 @@ async def _findings(request: Request, db: Database, settings, run_id: str) -> di
         found = await run_findings(request, db, settings, run_id)
     except ApiError as e:
         return {"items": [], "error": e.error}
-    items = [{**f, "evidence_link": _evidence(f.get("evidence")), "span": step_span(f.get("steps"), bridge=True),
+    items = [{**f, "evidence_link": _evidence(f.get("evidence")),
+              "span": step_span(f.get("steps"), bridge=True),
               "step_range": [min(f["steps"]), max(f["steps"])] if f.get("steps") else None}
              for f in found]
     return {"items": items, "error": None}
