@@ -36,6 +36,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI):
         yield
+        # the writers first (`serve --watch`'s followers, then the overview lines), the database last
+        if watching := getattr(app.state, "watching", None):
+            watching.stop()
         if lines:
             lines.stop()
         db.close()

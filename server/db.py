@@ -27,8 +27,10 @@ _OPEN: weakref.WeakSet[Database] = weakref.WeakSet()
 CLOSE_WAIT_S = 10.0
 
 
-class Closing(Exception):
-    """The database is closing (the server is shutting down): no new query or write."""
+class Closing(duckdb.ConnectionException):
+    """The database is closing (the server is shutting down): no new query or write. A
+    ConnectionException, as a closed connection's would be, so that a follower says it and
+    goes on."""
 
 
 class ResultCache:

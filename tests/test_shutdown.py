@@ -8,6 +8,7 @@ import textwrap
 import threading
 import time
 
+import duckdb
 import pytest
 
 from polytrace.server.db import Closing, Database
@@ -42,6 +43,8 @@ def test_close_interrupts_running_queries_then_refuses_new_ones(tmp_path):
     assert outcome and outcome[0] != "finished"  # interrupted, not run to its end
     with pytest.raises(Closing):
         db.read(lambda cur: cur.execute("SELECT 1").fetchall(), 1_000, "a new query")
+    with pytest.raises(duckdb.Error):  # what a follower's loop catches, says, and goes on after
+        db.write(lambda cur: cur.execute("SELECT 1"))
     error = explained(None, Closing("the server is shutting down: try again once it is back"))
     assert error.status == 503 and "shutting down" in error.error
 
