@@ -24,7 +24,7 @@ from polytrace.ingest.parsing import now, parse_input
 from polytrace.ingest.run_facts import RUN_COLUMNS
 from polytrace.ingest.sources import Source, Spool
 from polytrace.store.aggregates import materialize
-from polytrace.store.runs import RUN_ID, data_tables, exists, row_counts
+from polytrace.store.runs import RUN_ID, changed, data_tables, exists, row_counts
 
 # Parsed Arrow data held before it is inserted: bounds ingest memory on runs of any size.
 FLUSH_BYTES = 256 * 1024**2
@@ -547,6 +547,7 @@ def append_chunk(con, run_id: str, chunk: Chunk, *, name: str | None = None,
         if isinstance(taken, live.Appended):
             return taken
         _new_live_run(con, run_id, name or run_id, source)
+        changed(con, run_id)
         steps = sorted(_steps_of(taken.parsed))
         rows = _write_live(con, run_id, taken.parsed.tables, taken.replace)
         facts_changed = _live_facts(con, run_id, fmt, taken.parsed, source, chunk.file_name)

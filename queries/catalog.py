@@ -40,7 +40,7 @@ _NEXT_ITEM = re.compile(r"\s*(?:AS\s+)?(?:(?!(?:WHERE|GROUP|ORDER|HAVING|LIMIT|W
                         r"SEMI|ANTI|PIVOT|UNPIVOT)\b)\w+\s*)?,\s*(\w+)", re.IGNORECASE)
 _CTE_NAME = re.compile(r"(?:\bWITH(?:\s+RECURSIVE)?|,)\s*(\w+)\s*(?:\([^()]*\)\s*)?AS\s*"
                        r"(?:NOT\s+)?(?:MATERIALIZED\s+)?\(", re.IGNORECASE)
-_DIRECTIVE = re.compile(r"^(name|title|section|view):")
+_DIRECTIVE = re.compile(r"^(name|title|section|view|stored):")
 
 
 class CatalogError(Exception):
@@ -100,6 +100,7 @@ class Query:
     views: tuple[str, ...] = ()  # views inlined into sql, in dependency order
     source: str = ""  # the file, for messages: queries/<name>.sql
     header: frozenset[str] = frozenset()  # the name:/title:/section: lines the file has
+    stored: bool = False  # `stored: yes`: every writer keeps its answer per run (queries/answers.py)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -115,6 +116,7 @@ class Query:
             "columns": [{"name": c.name, "type": c.type, "description": c.description, "fmt": c.fmt}
                         for c in self.columns],
             "chart": self.chart,
+            "stored": self.stored,
             "views": list(self.views),
             "sql": self.text,
         }
@@ -213,6 +215,8 @@ def parse_query(name: str, text: str, source: str | None = None) -> Query:
     p = _parse_file(text, source)
     if p.meta.get("name", name) != name:
         raise CatalogError(f"{source}: declares name {p.meta['name']!r}")
+    if p.meta.get("stored", "yes") != "yes":
+        raise CatalogError(f"{source}: `-- stored:` takes yes, got {p.meta['stored']!r}")
     return Query(
         name=name,
         title=p.meta.get("title", name.replace("_", " ").capitalize()),
@@ -226,6 +230,7 @@ def parse_query(name: str, text: str, source: str | None = None) -> Query:
         text=p.sql,
         source=source,
         header=frozenset(p.meta),
+        stored="stored" in p.meta,
     )
 
 
@@ -438,6 +443,16 @@ def _finding_problems(query: Query) -> list[str]:
     return []
 
 
+def _stored_problems(query: Query) -> list[str]:
+    """A stored answer is the one for a run_id and the other parameters' defaults."""
+    if not query.stored:
+        return []
+    if "run_id" not in {p.name for p in query.params}:
+        return ["a stored query takes run_id"]
+    return [f"a stored query's @param {p.name} needs a default" for p in query.params
+            if p.name != "run_id" and p.required]
+
+
 def _shadowing(own_ctes: set[str], views: Mapping[str, View]) -> list[str]:
     return [f"its CTE {n!r} shadows the view queries/views/{n}.sql; rename the CTE"
             for n in sorted(own_ctes & views.keys())]
@@ -464,6 +479,7 @@ def lint(query: Query, views: Mapping[str, View], *, strict: bool = True) -> Non
     problems += _column_problems(query.columns, strict)
     problems += _chart_problems(query.chart, {c.name for c in query.columns})
     problems += _finding_problems(query)
+    problems += _stored_problems(query)
     if strict:
         problems += [f"no `-- {k}:` line" for k in ("name", "title", "section") if k not in query.header]
         if len(query.description) <= 20:

@@ -1,6 +1,7 @@
 -- name: finding_cap_hits
 -- title: Finding: responses cut at the length cap
 -- section: Findings
+-- stored: yes
 -- Share of responses at the response-length cap over the last 10% of steps (at least one):
 -- verl's response_length/clip_ratio, or samples truncated or at runs.max_response_len. Without
 -- a known cap, the run's longest length is taken as the cap when at least 2% of all its

@@ -1,6 +1,7 @@
 -- name: finding_collapse
 -- title: Finding: response-length collapse
 -- section: Findings
+-- stored: yes
 -- The first stretch of at least 5 consecutive steps (among steps that log a mean response
 -- length) whose mean response length is 2 tokens or less, after some earlier step's mean was
 -- over 10: the policy stopped generating.

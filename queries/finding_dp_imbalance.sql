@@ -1,6 +1,7 @@
 -- name: finding_dp_imbalance
 -- title: Finding: uneven token load over DP ranks
 -- section: Findings
+-- stored: yes
 -- Mean over steps of dp_imbalance's max / mean tokens per data-parallel rank (samples, else
 -- verl's global_seqlen), with the worst step. Training waits for the busiest rank, so
 -- imbalance - 1 is the share of its time an even split would save. Emitted at 1.10 or more.

@@ -1,6 +1,7 @@
 -- name: finding_filter_waste
 -- title: Finding: generation thrown away by the DAPO filter
 -- section: Findings
+-- stored: yes
 -- Response tokens generated but never trained on, over all steps with filter information
 -- (filter_waste): prompts the dynamic-sampling filter dropped, and kept prompts left over once
 -- the training batch was full. Emitted at 5% or more.

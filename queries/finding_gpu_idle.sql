@@ -1,6 +1,7 @@
 -- name: finding_gpu_idle
 -- title: Finding: idle GPUs in the profiler trace
 -- section: Findings
+-- stored: yes
 -- gpu_time's whole-trace rows (HTA's temporal breakdown, its default without the last profiler
 -- step): the mean idle share over ranks, the worst rank, and the share of time that only
 -- communication or memory kernels ran. Emitted at 10% idle or more.

@@ -1,6 +1,7 @@
 -- name: finding_group_waste
 -- title: Finding: generation in groups with no learning signal
 -- section: Findings
+-- stored: yes
 -- Response length spent on prompt groups whose samples all got the same reward, over every
 -- step with rewarded groups (group_waste): GRPO gives each of their samples advantage 0, so that
 -- generation trains nothing. Emitted at 10% or more of the response length: below it the most

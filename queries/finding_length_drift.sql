@@ -1,6 +1,7 @@
 -- name: finding_length_drift
 -- title: Finding: response length drift
 -- section: Findings
+-- stored: yes
 -- Mean response length over the last 10% of steps against the first 10% (at least one step
 -- each): verl's response_length/mean, or the step's mean response_len from samples. Emitted
 -- at a ratio of 1.5 or more, or 0.67 or less.

@@ -1,6 +1,7 @@
 -- name: finding_reward_imbalance
 -- title: Finding: slow reward ranks
 -- section: Findings
+-- stored: yes
 -- Mean over steps of reward_imbalance's slowest / mean reward seconds per rank, the rank that
 -- was slowest most often, and whether the slow rank's time follows its response tokens: the
 -- mean over steps of tokens_corr with three or more ranks; with two, in how many steps the

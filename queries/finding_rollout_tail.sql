@@ -1,6 +1,7 @@
 -- name: finding_rollout_tail
 -- title: Finding: rollout engines idle on the long tail
 -- section: Findings
+-- stored: yes
 -- Mean over steps of rollout_tail's rollout_idle_frac (measured engine times where every engine
 -- of a step has them, else the decode-bound proxy from lengths), with the worst step, and how
 -- far the longest response stands above the median one (length_stats' tail_ratio): a response

@@ -1,6 +1,7 @@
 -- name: finding_step_time_spike
 -- title: Finding: step-time spikes
 -- section: Findings
+-- stored: yes
 -- Steps whose timing_s/step exceeds twice the median of the up to 20 steps before them (at
 -- least 5 before): how many, which, the stage whose time grew most against its own median on
 -- those steps, the interval when they recur evenly, and the run time they cost (each spike's

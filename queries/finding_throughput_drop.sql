@@ -1,6 +1,7 @@
 -- name: finding_throughput_drop
 -- title: Finding: training throughput fell
 -- section: Findings
+-- stored: yes
 -- verl's perf/throughput (tokens per second per GPU) over the last 10% of steps against the
 -- first 10% (at least one step each). Emitted at 0.67 or less.
 -- @param run_id VARCHAR  Run to examine.

@@ -1,6 +1,7 @@
 -- name: finding_whatif
 -- title: Finding: rollout time another policy would save
 -- section: Findings
+-- stored: yes
 -- From a stored simulation (whatif_policies): the dispatch (same samples, other placement:
 -- round-robin or predicted-balanced) that saves the most GPU-hours against as-recorded, with
 -- length-balanced dispatch, which knows every length in advance (called the bound only when no

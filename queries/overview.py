@@ -1,6 +1,7 @@
 """Each run's line in the runs overview, kept in the run_overview table: run_summary's figures and
 its findings counted by severity, computed by the catalog whenever the run changes; the findings
-themselves are kept beside it, in run_findings.
+themselves are kept beside it, in run_findings, and the answers of the stored queries in
+run_answers (queries/answers.py).
 
 A writer calls refresh() after it changes a run (ingest, append, simulate); stale() lists the
 runs whose line an older catalog computed, for the next writer to refresh. Reading the
@@ -13,9 +14,10 @@ from datetime import datetime, timezone
 import pyarrow as pa
 
 from polytrace import store
+from polytrace.queries import answers
 from polytrace.queries.catalog import digest, get_query
-from polytrace.queries.findings import compute
-from polytrace.queries.runner import Limits, run
+from polytrace.queries.findings import collect, finding_queries
+from polytrace.queries.runner import Answer, run
 
 # run_overview column <- run_summary column
 FROM_SUMMARY = {
@@ -25,9 +27,8 @@ FROM_SUMMARY = {
 }
 
 
-def line(con, run_id: str, found: list[dict], limits: Limits = Limits()) -> dict:
-    """The run's overview line, from run_summary and its findings."""
-    summary = run(con, get_query("run_summary"), {"run_id": run_id}, limits)
+def line(run_id: str, summary: Answer, found: list[dict]) -> dict:
+    """The run's overview line, from its run_summary answer and its findings."""
     row = dict(zip(summary.columns, summary.rows[0])) if summary.rows else {}
     out = {"run_id": run_id, **{k: row.get(v) for k, v in FROM_SUMMARY.items()}}
     idle = row.get("gpu_idle_frac_mean")
@@ -38,16 +39,25 @@ def line(con, run_id: str, found: list[dict], limits: Limits = Limits()) -> dict
     return out
 
 
+def computed(con, run_id: str) -> dict[str, Answer]:
+    """The run's answer to every query its line, its findings and its stored answers need, each
+    run once."""
+    needed = {q.name: q for q in [get_query("run_summary"), *finding_queries(), *answers.stored_queries()]}
+    return {name: run(con, q, {"run_id": run_id}) for name, q in needed.items()}
+
+
 def refresh(con, run_ids: list[str]) -> None:
-    """Recompute these runs' overview lines and findings (those runs that exist), in one
-    transaction of the caller's connection."""
+    """Recompute these runs' overview lines, findings and stored answers (those runs that exist),
+    in one transaction of the caller's connection."""
     known = {r[0] for r in con.execute("SELECT run_id FROM runs WHERE list_contains($ids, run_id)",
                                        {"ids": run_ids}).fetchall()}
-    lines, found = [], []
+    lines, found, kept = [], [], []
     for run_id in (r for r in run_ids if r in known):
-        its = compute(con, run_id)
-        lines.append(line(con, run_id, its))
+        got = computed(con, run_id)
+        its = collect(got[q.name] for q in finding_queries())
+        lines.append(line(run_id, got["run_summary"], its))
         found += [{"run_id": run_id, "position": i, **f} for i, f in enumerate(its)]
+        kept += [(run_id, q.name, got[q.name]) for q in answers.stored_queries()]
     if not lines:
         return
     catalog, now = digest(), datetime.now(timezone.utc).replace(tzinfo=None)
@@ -60,6 +70,7 @@ def refresh(con, run_ids: list[str]) -> None:
             rows = pa.Table.from_pylist([{**f, "catalog": catalog} for f in found])
             with store.registered(con, "_findings", rows):
                 con.execute("INSERT INTO run_findings BY NAME SELECT * FROM _findings")
+        answers.keep(con, run_ids, kept)
 
 
 def stale(con) -> list[str]:

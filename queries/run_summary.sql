@@ -1,6 +1,7 @@
 -- name: run_summary
 -- title: Headline findings
 -- section: Runs
+-- stored: yes
 -- One row of headline numbers for a run, each computed as the per-step query named in its
 -- column defines it: how idle the rollout engines sat, how long the length tail is, how
 -- uneven the ranks are and how much generation was thrown away. NULL where the run lacks

@@ -31,7 +31,8 @@ LOCAL_CONF = {
     "spark.driver.bindAddress": "127.0.0.1",
 }
 DUCKDB_TO_SPARK_TYPES = {"VARCHAR": "STRING", "INTEGER": "INT", "BIGINT": "BIGINT", "DOUBLE": "DOUBLE",
-                         "BOOLEAN": "BOOLEAN", "TIMESTAMP": "TIMESTAMP_NTZ", "JSON": "STRING"}
+                         "BOOLEAN": "BOOLEAN", "TIMESTAMP": "TIMESTAMP_NTZ", "JSON": "STRING",
+                         "BLOB": "BINARY"}
 
 
 class SparkUnavailable(Exception):

@@ -1,6 +1,7 @@
 -- name: step_budget
 -- title: Where each step's GPU time went
 -- section: Budget
+-- stored: yes
 -- Each step's GPU-seconds (step_s x gpus) split into the rollout's busy time, its two kinds of
 -- idle (the long tail, and the imbalance an equal split of the work would remove), the verl
 -- stages and the rest; the columns add up to gpu_s. Every stage holds all the job's GPUs

@@ -97,6 +97,7 @@ def _recompute_all(con) -> list[str]:
     try:
         for run_id in runs:
             aggregates.materialize(con, run_id)
+        con.execute("DELETE FROM run_answers")  # they were computed from the old aggregates
         con.execute("COMMIT")
     except BaseException:
         con.execute("ROLLBACK")

@@ -9,7 +9,7 @@ from polytrace.store import aggregates
 from polytrace.store.connection import transaction
 
 # Tables a run's rows are derived into by the catalog, not ingested: not counted as its rows.
-DERIVED = ("run_overview", "run_findings")
+DERIVED = ("run_overview", "run_findings", "run_answers")
 # The one shape of a run id, checked wherever an id comes in: it names lake partitions,
 # files and URLs as it is.
 RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
@@ -39,6 +39,12 @@ def row_counts(con: duckdb.DuckDBPyConnection, run_id: str) -> dict[str, int]:
 
 def exists(con: duckdb.DuckDBPyConnection, run_id: str) -> bool:
     return bool(con.execute("SELECT 1 FROM runs WHERE run_id = ?", [run_id]).fetchall())
+
+
+def changed(con: duckdb.DuckDBPyConnection, run_id: str) -> None:
+    """The run's rows changed: the answers kept for it are no longer its answers. Called in the
+    changing write's transaction."""
+    con.execute("DELETE FROM run_answers WHERE run_id = ?", [run_id])
 
 
 def delete_run(con: duckdb.DuckDBPyConnection, run_id: str) -> bool:

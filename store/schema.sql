@@ -276,6 +276,17 @@ CREATE TABLE IF NOT EXISTS run_findings (
     catalog  VARCHAR    -- digest of the catalog that computed the row
 );
 
+-- The whole answer of each stored catalog query (`-- stored: yes`) for the run and the defaults
+-- of its other parameters, as the catalog computed it when the run last changed
+-- (queries/answers.py); a write that changes the run's rows deletes its answers in the same
+-- transaction, so a kept answer is always the run's.
+CREATE TABLE IF NOT EXISTS run_answers (
+    run_id  VARCHAR, -- the run
+    query   VARCHAR, -- the catalog query, e.g. run_summary
+    catalog VARCHAR, -- digest of the catalog that computed it
+    answer  BLOB     -- its rows and their types: one Arrow IPC stream
+);
+
 -- Numeric fields of a sample beyond the canonical samples columns, in long form: the reward
 -- function's extra outputs in a verl rollout dump (acc, format_score ...).
 CREATE TABLE IF NOT EXISTS sample_metrics (

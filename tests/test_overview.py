@@ -8,8 +8,8 @@ import pytest
 
 from polytrace import store
 from polytrace.cli import main
-from polytrace.queries import overview
-from polytrace.queries.catalog import get_query
+from polytrace.queries import answers, overview
+from polytrace.queries.catalog import bind, get_query
 from polytrace.queries.findings import compute, findings, stored
 from polytrace.queries.runner import run
 from polytrace.store.runs import delete_run, row_counts
@@ -112,6 +112,9 @@ def test_every_shared_run_line_equals_its_pages(shared_data, tmp_path, capsys):
         assert len(lines) == len(REAL)
         for line in lines.values():
             assert_line_matches_the_run(con, line)
+            for q in answers.stored_queries():  # each kept answer is the query's own
+                kept = answers.read(con, q, bind(q, {"run_id": line["run_id"]}))
+                assert kept.rows == run(con, q, {"run_id": line["run_id"]}).rows, (line["name"], q.name)
         by_name = {line["name"]: line for line in lines.values()}
         collapsing = by_name["qwen3-4b-agent-run-i80f2v90.output.log"]
         assert collapsing["findings_critical"] == 1 and list(lines)[0] == collapsing["run_id"]

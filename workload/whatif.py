@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
+from polytrace.store.runs import changed
 from polytrace.workload import WorkloadError
 from polytrace.workload.costmodel import H200_REPLAY_GRID, CostModel
 
@@ -33,6 +34,7 @@ def store(con, run_id: str, rows: list[dict], calibration: str, forecast: list[d
         tables["_forecast"] = pa.table({c: [r.get(c) for r in forecast] for c in FORECAST_COLUMNS})
     con.execute("BEGIN TRANSACTION")
     try:
+        changed(con, run_id)
         con.execute("DELETE FROM whatif WHERE run_id = ? AND (list_contains(?, policy) "
                     "OR calibration IS DISTINCT FROM ?)", [run_id, policies, calibration])
         for name, data in tables.items():

@@ -1,0 +1,67 @@
+"""Stored answers: the whole answer of each `-- stored: yes` query for a run, kept in run_answers by
+the writer that changed the run (queries/overview.refresh), so that a reader gets the heavy
+dashboard queries (run_summary, step_budget, the findings) in one small lookup instead of
+planning and running their SQL.
+
+A kept answer is the one for the run_id and the defaults of the query's other parameters, from
+the current catalog; any write that changes the run's rows deletes it in its own transaction
+(store.runs.changed), so that what a reader finds is always the run's answer. Without one (a
+live run's latest append not summed up yet, a database from before the table) the reader runs
+the query.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+
+from polytrace.queries.catalog import Query, bind, digest, load_catalog
+from polytrace.queries.runner import Answer
+
+# An answer longer than this is not kept: its lookup would cost what running the query does.
+MAX_ROWS = 100_000
+
+
+def stored_queries() -> list[Query]:
+    return [q for q in load_catalog().values() if q.stored]
+
+
+def encode(answer: Answer) -> bytes:
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, answer.table.schema) as writer:
+        writer.write_table(answer.table)
+    return sink.getvalue().to_pybytes()
+
+
+def decode(blob: bytes, row_cap: int | None) -> Answer:
+    table = pa.ipc.open_stream(blob).read_all()
+    if row_cap is not None and table.num_rows > row_cap:
+        return Answer(table.slice(0, row_cap), True)
+    return Answer(table, False)
+
+
+def keepable(query: Query, bound: dict[str, Any]) -> bool:
+    """Whether `bound` asks what a kept answer answers: a stored query, a run, the defaults."""
+    return query.stored and "run_id" in bound and bound == bind(query, {"run_id": bound["run_id"]})
+
+
+def read(con: duckdb.DuckDBPyConnection, query: Query, bound: dict[str, Any],
+         row_cap: int | None = None) -> Answer | None:
+    """The kept answer to `query` with `bound`, or None when there is none to give."""
+    if not keepable(query, bound):
+        return None
+    rows = con.execute("SELECT answer FROM run_answers WHERE run_id = $run_id AND query = $query "
+                       "AND catalog = $catalog LIMIT 1",
+                       {"run_id": bound["run_id"], "query": query.name, "catalog": digest()}).fetchall()
+    return decode(rows[0][0], row_cap) if rows else None
+
+
+def keep(con: duckdb.DuckDBPyConnection, run_ids: list[str], answers: list[tuple[str, str, Answer]]) -> None:
+    """Replace every kept answer of these runs with `answers` (run, query, answer), in the caller's
+    transaction."""
+    catalog = digest()
+    con.execute("DELETE FROM run_answers WHERE list_contains($ids, run_id)", {"ids": run_ids})
+    kept = [[run_id, name, catalog, encode(a)] for run_id, name, a in answers if a.table.num_rows <= MAX_ROWS]
+    if kept:
+        con.executemany("INSERT INTO run_answers VALUES (?, ?, ?, ?)", kept)

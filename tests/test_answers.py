@@ -1,0 +1,130 @@
+"""Stored answers: every writer keeps the answer of each `stored: yes` query per run; a reader gets
+exactly what the query computes, and never an answer from before the run's last change."""
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+
+from polytrace.ingest.live import Chunk
+from polytrace.ingest.load import append_chunk
+from polytrace.queries import answers, overview
+from polytrace.queries.catalog import CatalogError, bind, get_query, parse_query
+from polytrace.queries.findings import finding_queries
+from polytrace.queries.runner import Answer, Limits, run
+from polytrace.server.db import Database
+from polytrace.store.runs import delete_run
+from polytrace.workload.whatif import store as store_whatif
+from tests.goldens import load_case
+
+RUNS = ("r1", "r2", "r3", "r4", "r5", "r6", "r7", "r8")
+
+
+def kept(con, run_id: str, name: str, **params) -> Answer | None:
+    q = get_query(name)
+    return answers.read(con, q, bind(q, {"run_id": run_id, **params}))
+
+
+def kept_count(con, run_id: str) -> int:
+    return con.execute("SELECT count(*) FROM run_answers WHERE run_id = ?", [run_id]).fetchall()[0][0]
+
+
+def test_the_heavy_dashboard_queries_and_every_finding_are_stored():
+    names = {q.name for q in answers.stored_queries()}
+    assert {"run_summary", "step_budget"} <= names
+    assert {q.name for q in finding_queries()} <= names
+
+
+def test_each_stored_answer_is_what_its_query_computes():
+    con = load_case("findings")
+    assert kept(con, "r4", "run_summary") is None  # nothing kept before a writer's refresh
+    overview.refresh(con, list(RUNS))
+    for run_id in RUNS:
+        for q in answers.stored_queries():
+            want = run(con, q, {"run_id": run_id})
+            got = kept(con, run_id, q.name)
+            assert got is not None, (run_id, q.name)
+            assert got.table.schema == want.table.schema, (run_id, q.name)
+            assert got.rows == want.rows, (run_id, q.name)
+    # the golden r4 has findings to keep and r2 none: an empty answer is an answer too
+    assert kept(con, "r4", "finding_dp_imbalance").table.num_rows == 1
+    assert kept(con, "r2", "finding_dp_imbalance").table.num_rows == 0
+
+
+def test_only_the_defaults_of_the_current_catalog_are_read_and_a_row_cap_still_holds():
+    con = load_case("findings")
+    overview.refresh(con, ["r4"])
+    full = kept(con, "r4", "step_budget")
+    assert full.table.num_rows == 2 and not full.truncated  # r4's two steps
+    assert kept(con, "r4", "step_budget", include_total="true") is None  # not the defaults: computed
+    q = get_query("step_budget")
+    capped = answers.read(con, q, bind(q, {"run_id": "r4"}), row_cap=1)
+    assert capped.table.num_rows == 1 and capped.truncated
+    assert capped.rows == full.rows[:1]
+    assert answers.read(con, get_query("runs_overview"), {}) is None  # not a stored query
+    con.execute("UPDATE run_answers SET catalog = 'older' WHERE run_id = 'r4' AND query = 'run_summary'")
+    assert kept(con, "r4", "run_summary") is None
+
+
+def test_a_stored_query_takes_a_run_and_defaults_for_the_rest():
+    head = "-- name: q\n-- stored: yes\n"
+    ok = parse_query("q", head + "-- @param run_id VARCHAR  Run.\nSELECT $run_id AS x")
+    assert ok.stored and not parse_query("q", "-- name: q\nSELECT 1 AS x").stored
+    with pytest.raises(CatalogError, match="takes yes"):
+        parse_query("q", "-- name: q\n-- stored: maybe\nSELECT 1 AS x")
+    from polytrace.queries.catalog import lint, load_views
+
+    for text, problem in [("SELECT 1 AS x", "takes run_id"),
+                          ("-- @param run_id VARCHAR  Run.\n-- @param k INTEGER  K.\nSELECT $run_id AS x, $k AS k",
+                           "k needs a default")]:
+        with pytest.raises(CatalogError, match=problem):
+            lint(parse_query("q", head + text), load_views(), strict=False)
+
+
+LOG = b"step:0 - timing_s/step:10.0 - response_length/mean:100\nstep:1 - timing_s/step:12.0 - response_length/mean:120\n"
+
+
+def test_a_write_that_changes_the_run_drops_its_answers_in_its_transaction():
+    con = load_case("findings")
+    append_chunk(con, "live", Chunk("output.log", 0, LOG, format="verl-console"), name="live")
+    overview.refresh(con, ["live", "r4"])
+    assert kept(con, "live", "run_summary").rows == run(con, get_query("run_summary"), {"run_id": "live"}).rows
+    before = kept_count(con, "live")
+    assert before == len(answers.stored_queries())
+    # an append with no whole line changes nothing, and keeps the answers
+    append_chunk(con, "live", Chunk("output.log", len(LOG), b"step:2 - timing_s/st"))
+    assert kept_count(con, "live") == before
+    append_chunk(con, "live", Chunk("output.log", len(LOG), b"step:2 - timing_s/step:30.0\n"))
+    assert kept_count(con, "live") == 0 and kept_count(con, "r4") == before
+    overview.refresh(con, ["live"])
+    summary = kept(con, "live", "run_summary")
+    assert summary.rows == run(con, get_query("run_summary"), {"run_id": "live"}).rows
+    assert dict(zip(summary.columns, summary.rows[0]))["steps"] == 3
+    # a simulation's stored what-if rows change the what-if finding and the budget
+    store_whatif(con, "r4", [], "test")
+    assert kept_count(con, "r4") == 0
+    overview.refresh(con, ["r4"])
+    assert delete_run(con, "r4") and kept_count(con, "r4") == 0
+
+
+def test_the_server_answers_from_the_kept_answer_until_the_run_changes(tmp_path):
+    path = tmp_path / "a.duckdb"
+    load_case("findings", str(path)).close()
+    db = Database(str(path))
+    try:
+        q = get_query("run_summary")
+        bound = bind(q, {"run_id": "r4"})
+        computed = db.query(q, bound, Limits())
+        db.write(lambda con: overview.refresh(con, ["r4"]))
+        assert db.query(q, bound, Limits()).rows == computed.rows
+        # what the server gives is what run_answers holds: a marked answer comes back as it is
+        marked = Answer(pa.table({"marked": [1]}), False)
+        db.write(lambda con: con.execute("UPDATE run_answers SET answer = ? WHERE run_id = 'r4' "
+                                         "AND query = 'run_summary'", [answers.encode(marked)]))
+        assert db.query(q, bound, Limits()).rows == [(1,)]
+        assert db.query(q, bind(q, {"run_id": "r3"}), Limits()).rows != [(1,)]
+        # the what-if rows of another calibration go: run_summary's what-if columns with them
+        db.write(lambda con: store_whatif(con, "r4", [], "test"), ["r4"])
+        now = db.read(lambda cur: run(cur, q, bound).rows, 10_000, "run_summary")
+        assert now != computed.rows and db.query(q, bound, Limits()).rows == now
+    finally:
+        db.close()
