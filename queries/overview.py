@@ -75,9 +75,12 @@ def refresh(con, run_ids: list[str]) -> None:
 
 def stale(con) -> list[str]:
     """Runs without an overview line and a whole list of findings computed by the current
-    catalog."""
+    catalog, or without any stored answer from it (a run changed since its last refresh, or
+    summed up before answers were stored)."""
+    no_answers = ("OR NOT EXISTS (SELECT 1 FROM run_answers a WHERE a.run_id = r.run_id AND a.catalog = $digest) "
+                  if answers.stored_queries() else "")
     return [r[0] for r in con.execute(
         "SELECT r.run_id FROM runs r LEFT JOIN run_overview o USING (run_id) "
         "WHERE o.catalog IS DISTINCT FROM $digest OR o.findings_critical + o.findings_warn + o.findings_info "
         "<> (SELECT count(*) FROM run_findings f WHERE f.run_id = r.run_id AND f.catalog = $digest) "
-        "ORDER BY r.run_id", {"digest": digest()}).fetchall()]
+        f"{no_answers}ORDER BY r.run_id", {"digest": digest()}).fetchall()]
