@@ -716,6 +716,7 @@ def _write_live(con, run_id: str, tables: dict[str, pa.Table], replace: list[int
     for table, data in tables.items():
         if not data.num_rows:
             continue
+        flags = _filter_flags(con, run_id, replace) if replace and table == "samples" else None
         if replace:
             rows -= _deleted(con, f'DELETE FROM "{table}" WHERE run_id = $run AND step BETWEEN $lo AND $hi '
                                   "AND list_contains($steps, step)",
@@ -723,8 +724,20 @@ def _write_live(con, run_id: str, tables: dict[str, pa.Table], replace: list[int
         if table == "step_metrics":
             rows -= _overridden(con, run_id, data)
         _insert(con, table, run_id, data)
+        if flags is not None and flags.num_rows:
+            with store.registered(con, "_flags", flags):
+                con.execute("UPDATE samples SET kept = f.kept, used = f.used FROM _flags f WHERE samples.run_id = ? "
+                            "AND samples.step = f.step AND samples.prompt_id = f.prompt_id", [run_id])
         rows += data.num_rows
     return rows
+
+
+def _filter_flags(con, run_id: str, steps: list[int]) -> pa.Table:
+    """The kept/used flags a DAPO filter line set on these steps' prompts: a reloaded step file
+    keeps them, as the filter's lines were taken already (a batch ingest applies them last)."""
+    return con.sql("SELECT DISTINCT step, prompt_id, kept, used FROM samples WHERE run_id = $run "
+                   "AND list_contains($steps, step) AND (kept IS NOT NULL OR used IS NOT NULL)",
+                   params={"run": run_id, "steps": steps}).to_arrow_table()
 
 
 def _deleted(con, sql: str, params: dict) -> int:

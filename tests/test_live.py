@@ -408,6 +408,12 @@ def test_a_step_file_waits_until_complete_and_a_filter_line_until_its_step(con):
         (0, False), (0, False), (1, True), (1, True)]
     assert con.execute("SELECT steps, n FROM step_lengths WHERE run_id = 'live2'".replace("steps, ", "step, ")
                        ).fetchall() == [(0, 4)]
+    # the packed file written again (a new mtime): its step reloads, and keeps the filter's flags,
+    # whose line was taken already (a batch ingest of the same files applies them last)
+    again = append_chunk(con, "live2", Chunk("packed_lengths_step_0.jsonl", 0, PACKED, complete=True, mtime=2.0))
+    assert again.steps == [0] and "were reloaded" in again.notes[0]
+    assert con.execute("SELECT prompt_id, kept, used FROM samples WHERE run_id = 'live2' ORDER BY ALL").fetchall() == [
+        (0, False, False), (0, False, False), (1, True, True), (1, True, True)]
 
 
 def test_a_rotated_log_is_said_once_and_followed_from_its_first_byte(tmp_path):
