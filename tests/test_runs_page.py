@@ -12,8 +12,9 @@ from urllib.parse import parse_qs, urlsplit
 import httpx
 import pytest
 
-from polytrace.queries import overview
-from polytrace.queries.catalog import digest
+from polytrace.queries import answers, overview
+from polytrace.queries.catalog import digest, get_query
+from polytrace.queries.runner import run as run_query
 from tests.goldens import load_case
 from tests.test_browser import browser, console_errors, open_page, page, screenshot  # noqa: F401
 
@@ -56,8 +57,8 @@ def stored_findings(line: dict) -> list[dict]:
 
 
 def build_db(path: Path) -> None:
-    """The golden findings runs with their computed lines, and the fillers' lines and findings as
-    a current catalog would have written them."""
+    """The golden findings runs with their computed lines, and the fillers' lines, findings and a
+    stored answer as a current catalog would have written them."""
     con = load_case("findings", str(path))
     try:
         overview.refresh(con, [r[0] for r in con.execute("SELECT run_id FROM runs").fetchall()])
@@ -67,6 +68,8 @@ def build_db(path: Path) -> None:
                                   *(("run_findings", f) for f in stored_findings(line))):
                 names, marks = ", ".join(values), ", ".join("?" * len(values))
                 con.execute(f"INSERT INTO {table} ({names}) VALUES ({marks})", list(values.values()))
+            summary = run_query(con, get_query("run_summary"), {"run_id": run["run_id"]})
+            answers.keep(con, [run["run_id"]], [(run["run_id"], "run_summary", summary)])
         assert overview.stale(con) == []
     finally:
         con.close()
