@@ -15,7 +15,10 @@ new browser context (an empty HTTP cache) and records, from navigation start:
 - end: when the reader jumps to the end of the page as soon as the HTML is parsed (a second
   navigation), the charts then in view drawn (lazy drawing puts them first);
 - scrolled: on that navigation, every chart drawn;
-- js KB: bytes of script received over the wire (compressed when the server compresses).
+- js KB: bytes of script received over the wire (compressed when the server compresses);
+- redraw: on the loaded page, every chart drawn again from its rows (Plotly.purge, then
+  charts.js's draw, one after another), the median of REDRAWS: the browser's drawing alone,
+  without the network, the server or the first run of the scripts.
 
 A chart counts as drawn when charts.js marks it data-rendered, which it does after Plotly
 (or the table builder) has drawn it. Prints the median and the spread (min-max) of each
@@ -54,6 +57,20 @@ RECORDER = """
   }).observe(document, {attributes: true, subtree: true,
                         attributeFilter: ["data-rendered", "data-charts-ready"]});
 })();
+"""
+REDRAWS = 3
+# Every drawn chart drawn again on the loaded page: ms of drawing, a table's included.
+REDRAW = """
+async () => {
+  const start = performance.now();
+  for (const e of PolyCharts.entries) {
+    if (!e.el || !e.drawn) continue;
+    if (e.el.data) Plotly.purge(e.el);
+    e.listening = false;
+    await PolyCharts.draw(e);
+  }
+  return performance.now() - start;
+}
 """
 # Scrolled to the end: when the charts in view there were drawn.
 IN_VIEW = """
@@ -94,6 +111,8 @@ def measure(browser, url: str, scroll: bool) -> dict:
         end = pg.evaluate(IN_VIEW) if scroll else None
         out = pg.evaluate(SUMMARY)
         out["end"] = end
+        if not scroll:
+            out["redraw"] = statistics.median(pg.evaluate(REDRAW) for _ in range(REDRAWS))
         if errors:
             raise SystemExit(f"{url}: page errors {errors}")
         if out["drawn"] != out["charts"]:
@@ -158,7 +177,7 @@ def main() -> None:
 def report(results: dict, sides: dict, pages: dict, rounds: int) -> None:
     print(f"\nms from navigation start, median [min-max] of {rounds} cold navigations per figure")
     head = f"{'page':<8} {'side':<10} {'charts':>6} {'html':>16} {'dcl':>16} {'visible':>16} {'all':>16} " \
-           f"{'end':>16} {'scrolled':>16} {'js KB':>14}"
+           f"{'end':>16} {'scrolled':>16} {'redraw':>16} {'js KB':>14}"
     print(head)
     for page in pages:
         for side in sides:
@@ -166,6 +185,7 @@ def report(results: dict, sides: dict, pages: dict, rounds: int) -> None:
             print(f"{page:<8} {side:<10} {load[0]['charts']:>6} {spread([m['html'] for m in load]):>16} "
                   f"{spread([m['dcl'] for m in load]):>16} {spread([m['visible'] for m in load]):>16} {spread([m['all'] for m in load]):>16} "
                   f"{spread([m['end'] for m in scroll]):>16} {spread([m['all'] for m in scroll]):>16} "
+                  f"{spread([m['redraw'] for m in load]):>16} "
                   f"{statistics.median(m['js_kb'] for m in load):6.0f} ({statistics.median(m['js_decoded_kb'] for m in load):.0f})")
         if "baseline" in sides:
             ratios = {k: [a[k] / b[k] for a, b in zip(results["this tree", page, "load"],
@@ -174,6 +194,8 @@ def report(results: dict, sides: dict, pages: dict, rounds: int) -> None:
             for key, name in (("end", "end"), ("all", "scrolled")):
                 ratios[name] = [a[key] / b[key] for a, b in zip(results["this tree", page, "scroll"],
                                                                 results["baseline", page, "scroll"])]
+            ratios["redraw"] = [a["redraw"] / b["redraw"] for a, b in zip(results["this tree", page, "load"],
+                                                                          results["baseline", page, "load"])]
             print(f"{page:<8} {'ratio':<10} {'':>6} " + " ".join(
                 f"{statistics.median(v):>7.2f} [{min(v):.2f}-{max(v):.2f}]" for v in ratios.values()))
     print()

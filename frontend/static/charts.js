@@ -472,7 +472,7 @@ const PolyCharts = (() => {
     const xTitle = retitle(spec.xlabel || axisTitle(info, spec.x), scales.x);
     const yTitleText = retitle(yTitle(info), scales.y);
     const axis = title => ({title: {text: esc(title), standoff: 8}, gridcolor: grid, zerolinecolor: grid,
-                            linecolor: grid, automargin: true});
+                            linecolor: grid, automargin: true, ticklabeloverflow: "allow"});
     const l = {
       title: {text: esc(info.title), x: 0.01, xanchor: "left", font: {size: 15}},
       paper_bgcolor: "rgba(0,0,0,0)", plot_bgcolor: "rgba(0,0,0,0)",
