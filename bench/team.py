@@ -357,7 +357,7 @@ def main() -> None:
     ap.add_argument("--build-jobs", type=int, default=2, help="processes ingesting the synthetic runs")
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--kineto-mb", type=float, default=8.5,
-                    help="MB per rank file (64 of them; 8.5 MB passes the 512 MB below which "
+                    help="MB per rank file (64 of them; 8.5 MB passes the 128 MiB below which "
                          "the parse stays in one process)")
     ap.add_argument("--skip", default="", help="comma-separated: spark, ingest, page")
     ap.add_argument("--screenshot", type=Path, help="save the runs page over the lake here")

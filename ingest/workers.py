@@ -30,8 +30,9 @@ PRELOAD = ["polytrace.ingest.parsing"]
 # Below this much input, one process parses faster than several (unless POLYTRACE_PARSE_JOBS
 # asks for workers): a forkserver takes ~0.3 CPU seconds to start (importing pyarrow, numpy
 # and the formats), about 100 MB of parsing, and on two cores it competes with the caller's
-# own parsing and hashing meanwhile.
-WORKERS_MIN_BYTES = 512 * 1024**2
+# own parsing and hashing meanwhile. The CLI's whole ingest of search-R1 multi-turn files,
+# one fresh process each, 1 worker against 2: no faster at 102 MB, 4-15% faster at 200 MB.
+WORKERS_MIN_BYTES = 128 * 1024**2
 _in_worker = False
 
 
