@@ -82,11 +82,11 @@ def _ingest(args) -> int:
     return 0
 
 
-def _refresh_overview(con, run_ids: list[str] | None = None) -> None:
-    """The runs' lines in the runs overview (default: every line an older catalog computed)."""
+def _refresh_overview(con, run_ids: list[str]) -> None:
+    """These runs' lines in the runs overview, with their findings and stored answers."""
     from polytrace.queries import overview
 
-    overview.refresh(con, overview.stale(con) if run_ids is None else run_ids)
+    overview.refresh(con, run_ids)
 
 
 def _report(result, state: str) -> None:
@@ -716,12 +716,20 @@ def cmd_findings(args) -> int:
 
 
 def cmd_migrate(args) -> int:
+    from polytrace.queries import overview
+    from polytrace.store.migrate import SCHEMA_VERSION
+
+    if not Path(args.db).is_file():  # the writer would create an empty database there
+        raise CliError(f"no database at {args.db}")
     con = store.open(args.db, "w")  # the writer brings the schema and aggregates up to date
     try:
-        _refresh_overview(con)
+        stale = overview.stale(con)
+        overview.refresh(con, stale)
+        runs = con.execute("SELECT count(*) FROM runs").fetchall()[0][0]
     finally:
         con.close()
-    print(f"{args.db} is current", file=sys.stderr)
+    again = f"{len(stale)} of {runs} runs summed up again" if stale else f"all {runs} runs summed up already"
+    print(f"{args.db} is current (schema {SCHEMA_VERSION}): {again}", file=sys.stderr)
     return 0
 
 

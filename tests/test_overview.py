@@ -50,15 +50,20 @@ def test_every_golden_run_has_its_line_after_a_refresh():
     assert lines["r4"]["findings_critical"] == 1 and lines["r2"]["findings_warn"] == 0
 
 
-def test_a_changed_catalog_makes_lines_stale_and_migrate_refreshes_them(tmp_path):
+def test_a_changed_catalog_makes_lines_stale_and_migrate_refreshes_them(tmp_path, capsys):
     db = tmp_path / "o.duckdb"
     load_case("findings", str(db)).close()
     assert main(["migrate", "--db", str(db)]) == 0
     con = store.open(db, "w")
+    runs = con.execute("SELECT count(*) FROM runs").fetchall()[0][0]
     con.execute("UPDATE run_overview SET catalog = 'older', findings_warn = 99 WHERE run_id = 'r1'")
     assert overview.stale(con) == ["r1"]
     con.close()
+    capsys.readouterr()
     assert main(["migrate", "--db", str(db)]) == 0
+    assert f"1 of {runs} runs summed up again" in capsys.readouterr().err
+    assert main(["migrate", "--db", str(db)]) == 0
+    assert f"all {runs} runs summed up already" in capsys.readouterr().err
     con = store.open(db, "r")
     try:
         assert overview_rows(con)["r1"]["findings_warn"] == 4
@@ -132,3 +137,10 @@ def test_every_shared_run_line_equals_its_pages(shared_data, tmp_path, capsys):
     finally:
         over_lake.close()
     shutil.rmtree(lake)
+
+
+def test_migrate_refuses_a_path_without_a_database(tmp_path, capsys):
+    missing = tmp_path / "typo.duckdb"
+    assert main(["migrate", "--db", str(missing)]) != 0
+    assert f"no database at {missing}" in capsys.readouterr().err
+    assert not missing.exists()
