@@ -6,10 +6,12 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
+from polytrace import store
+from polytrace.cli import main
 from polytrace.ingest.live import Chunk
 from polytrace.ingest.load import append_chunk
 from polytrace.queries import answers, overview
-from polytrace.queries.catalog import CatalogError, bind, get_query, parse_query
+from polytrace.queries.catalog import CatalogError, bind, get_query, lint, load_views, parse_query
 from polytrace.queries.findings import finding_queries
 from polytrace.queries.runner import Answer, Limits, run
 from polytrace.server.db import Database
@@ -73,7 +75,6 @@ def test_a_stored_query_takes_a_run_and_defaults_for_the_rest():
     assert ok.stored and not parse_query("q", "-- name: q\nSELECT 1 AS x").stored
     with pytest.raises(CatalogError, match="takes yes"):
         parse_query("q", "-- name: q\n-- stored: maybe\nSELECT 1 AS x")
-    from polytrace.queries.catalog import lint, load_views
 
     for text, problem in [("SELECT 1 AS x", "takes run_id"),
                           ("-- @param run_id VARCHAR  Run.\n-- @param k INTEGER  K.\nSELECT $run_id AS x, $k AS k",
@@ -136,9 +137,6 @@ def test_a_run_without_answers_is_stale_and_the_next_writer_stores_them(tmp_path
     """A database summed up before answers were stored, or a run whose last change was never
     summed up (a server killed between an append and its refresh), gets them from `migrate` or
     the server's start."""
-    from polytrace import store
-    from polytrace.cli import main
-
     db = tmp_path / "s.duckdb"
     con = load_case("findings", str(db))
     overview.refresh(con, list(RUNS))
