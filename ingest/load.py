@@ -24,6 +24,7 @@ from polytrace.ingest.parsing import now, parse_input
 from polytrace.ingest.run_facts import RUN_COLUMNS
 from polytrace.ingest.sources import Source, Spool
 from polytrace.store.aggregates import materialize
+from polytrace.store.migrate import RETIRED_TABLES
 from polytrace.store.runs import RUN_ID, changed, data_tables, exists, row_counts
 
 # Parsed Arrow data held before it is inserted: bounds ingest memory on runs of any size.
@@ -430,7 +431,7 @@ def _restore(con, files: list[InputFile], name: str | None, trusted: bool) -> In
     digests = {r["run_id"]: r.get("sha256") for r in f.parsed.runs} if trusted else lake_digests(f.path)
     fresh = _restorable(con, f, digests)
     known = {"runs", *data_tables(con), *(("ingests",) if trusted else ())}
-    skipped = sorted(set(f.parsed.tables) - known - {"ingests"})
+    skipped = sorted(set(f.parsed.tables) - known - {"ingests", *RETIRED_TABLES})
     warnings = [*f.parsed.warnings, *(f"table {t} is unknown to this version; skipped"
                                       for t in skipped)]
     if fresh:

@@ -431,7 +431,8 @@ def _chart_problems(chart: dict[str, Any] | None, columns: set[str]) -> list[str
 
 
 def _finding_problems(query: Query) -> list[str]:
-    """A Findings query answers in the findings' columns, so that every reader can list them."""
+    """A Findings query answers in the findings' columns, so that every reader can list them, and
+    is stored, so that a reader collects the list from the answers each write kept."""
     if query.section != "Findings":
         return []
     have = tuple((c.name, c.type) for c in query.columns)
@@ -440,6 +441,8 @@ def _finding_problems(query: Query) -> list[str]:
                 + ", ".join(f"{n} {t}" for n, t in FINDING_COLUMNS) + " (in that order)"]
     if [p.name for p in query.params] != ["run_id"]:
         return ["a Findings query takes run_id alone"]
+    if not query.stored:
+        return ["a Findings query is stored (-- stored: yes)"]
     return []
 
 

@@ -5,9 +5,11 @@ number, what it means, what to try, and the catalog URL that proves it. A query 
 to say returns no row. The REST endpoint, the CLI, the run page and the compare page all read
 this one list.
 
-Every writer computes the list when it changes a run and keeps it in run_findings beside the
-run's overview line (queries/overview.refresh), so that a reader gets it in one small scan; a
-run without a whole list from the current catalog has it computed as it is read.
+Each finding query is a stored query: every writer keeps its answer for a run it changed
+(queries/overview.refresh, queries/answers.py), so that a reader collects the list from those
+answers in one small lookup. A run without the answer of every finding query from the current
+catalog (a live run's latest append not summed up yet, a lake that lost a partition) has its
+list computed as it is read.
 """
 from __future__ import annotations
 
@@ -15,8 +17,8 @@ from typing import Any, Iterable
 
 import duckdb
 
-from polytrace.queries import render
-from polytrace.queries.catalog import FINDING_COLUMNS, Query, digest, load_catalog
+from polytrace.queries import answers, render
+from polytrace.queries.catalog import Query, digest, load_catalog
 from polytrace.queries.runner import Answer, Limits, run
 
 SECTION = "Findings"
@@ -39,25 +41,21 @@ def compute(target: Any, run_id: str, limits: Limits = Limits()) -> list[dict[st
     return collect(run(target, q, {"run_id": run_id}, limits) for q in finding_queries())
 
 
-# The stored list, and how many findings the run's overview line counts: fewer rows than that
-# (a lake that lost a partition, a table added after the line) is not the whole list.
-STORED = f"""
-SELECT {", ".join(f"f.{n}" for n, _ in FINDING_COLUMNS)}, o.findings_critical + o.findings_warn + o.findings_info
-FROM run_overview o LEFT JOIN run_findings f ON f.run_id = o.run_id AND f.catalog = o.catalog
-WHERE o.run_id = $run_id AND o.catalog = $catalog
-ORDER BY f.position
+# The kept answers of the finding queries; the list is whole when every one of them is there.
+KEPT = """
+SELECT answer FROM run_answers
+WHERE run_id = $run_id AND catalog = $catalog AND list_contains($queries, query)
 """
 
 
 def stored(con: duckdb.DuckDBPyConnection, run_id: str) -> list[dict[str, Any]] | None:
-    """The run's findings as its last write stored them, or None when there is no whole list from
-    the current catalog."""
-    rows = con.execute(STORED, {"run_id": run_id, "catalog": digest()}).fetchall()
-    kept = [r[:-1] for r in rows if r[0] is not None]  # kind is never NULL in a stored row
-    if not rows or rows[0][-1] != len(kept):
+    """The run's findings from the answers its last write kept, or None when the current catalog's
+    finding queries do not all have one."""
+    queries = [q.name for q in finding_queries()]
+    rows = con.execute(KEPT, {"run_id": run_id, "catalog": digest(), "queries": queries}).fetchall()
+    if len(rows) != len(queries):
         return None
-    names = [n for n, _ in FINDING_COLUMNS]
-    return [{n: render.jsonable(v) for n, v in zip(names, r)} for r in kept]
+    return collect(answers.decode(blob, None) for (blob,) in rows)
 
 
 def findings(target: Any, run_id: str, limits: Limits = Limits()) -> list[dict[str, Any]]:

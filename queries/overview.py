@@ -1,7 +1,7 @@
 """Each run's line in the runs overview, kept in the run_overview table: run_summary's figures and
-its findings counted by severity, computed by the catalog whenever the run changes; the findings
-themselves are kept beside it, in run_findings, and the answers of the stored queries in
-run_answers (queries/answers.py).
+its findings counted by severity, computed by the catalog whenever the run changes; the answers
+of the stored queries, the findings' among them, are kept beside it in run_answers
+(queries/answers.py).
 
 A writer calls refresh() after it changes a run (ingest, append, simulate); stale() lists the
 runs whose line an older catalog computed, for the next writer to refresh. Reading the
@@ -47,16 +47,14 @@ def computed(con, run_id: str) -> dict[str, Answer]:
 
 
 def refresh(con, run_ids: list[str]) -> None:
-    """Recompute these runs' overview lines, findings and stored answers (those runs that exist),
-    in one transaction of the caller's connection."""
+    """Recompute these runs' overview lines and stored answers (those runs that exist), in one
+    transaction of the caller's connection."""
     known = {r[0] for r in con.execute("SELECT run_id FROM runs WHERE list_contains($ids, run_id)",
                                        {"ids": run_ids}).fetchall()}
-    lines, found, kept = [], [], []
+    lines, kept = [], []
     for run_id in (r for r in run_ids if r in known):
         got = computed(con, run_id)
-        its = collect(got[q.name] for q in finding_queries())
-        lines.append(line(run_id, got["run_summary"], its))
-        found += [{"run_id": run_id, "position": i, **f} for i, f in enumerate(its)]
+        lines.append(line(run_id, got["run_summary"], collect(got[q.name] for q in finding_queries())))
         kept += [(run_id, q.name, got[q.name]) for q in answers.stored_queries()]
     if not lines:
         return
@@ -64,23 +62,18 @@ def refresh(con, run_ids: list[str]) -> None:
     table = pa.Table.from_pylist([{**x, "catalog": catalog, "refreshed_at": now} for x in lines])
     with store.transaction(con), store.registered(con, "_overview", table):
         con.execute("DELETE FROM run_overview WHERE list_contains($ids, run_id)", {"ids": run_ids})
-        con.execute("DELETE FROM run_findings WHERE list_contains($ids, run_id)", {"ids": run_ids})
         con.execute("INSERT INTO run_overview BY NAME SELECT * FROM _overview")
-        if found:
-            rows = pa.Table.from_pylist([{**f, "catalog": catalog} for f in found])
-            with store.registered(con, "_findings", rows):
-                con.execute("INSERT INTO run_findings BY NAME SELECT * FROM _findings")
         answers.keep(con, run_ids, kept)
 
 
 def stale(con) -> list[str]:
-    """Runs without an overview line and a whole list of findings computed by the current
-    catalog, or without any stored answer from it (a run changed since its last refresh, or
-    summed up before answers were stored)."""
-    no_answers = ("OR NOT EXISTS (SELECT 1 FROM run_answers a WHERE a.run_id = r.run_id AND a.catalog = $digest) "
-                  if answers.stored_queries() else "")
+    """Runs without an overview line from the current catalog, or without the answer of each of
+    its finding queries (findings.stored's whole list): a run changed since its last refresh, or
+    summed up before its answers were kept."""
     return [r[0] for r in con.execute(
         "SELECT r.run_id FROM runs r LEFT JOIN run_overview o USING (run_id) "
-        "WHERE o.catalog IS DISTINCT FROM $digest OR o.findings_critical + o.findings_warn + o.findings_info "
-        "<> (SELECT count(*) FROM run_findings f WHERE f.run_id = r.run_id AND f.catalog = $digest) "
-        f"{no_answers}ORDER BY r.run_id", {"digest": digest()}).fetchall()]
+        "WHERE o.catalog IS DISTINCT FROM $digest OR (SELECT count(*) FROM run_answers a "
+        "WHERE a.run_id = r.run_id AND a.catalog = $digest AND list_contains($queries, a.query)) < $n "
+        "ORDER BY r.run_id",
+        {"digest": digest(), "queries": [q.name for q in finding_queries()],
+         "n": len(finding_queries())}).fetchall()]

@@ -16,14 +16,19 @@ import duckdb
 from polytrace.store import aggregates
 from polytrace.store.errors import StoreError
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 # version -> statements that bring a database of version - 1 to it. Version 1 is every
 # database written before the version was recorded; its tables are a subset of today's,
-# so schema.sql (all IF NOT EXISTS) brings it up to date. Version 3 adds runs.length_unit.
+# so schema.sql (all IF NOT EXISTS) brings it up to date. Version 3 adds runs.length_unit;
+# version 4 drops run_findings, the findings list now read from the stored answers.
 MIGRATIONS: dict[int, tuple[str, ...]] = {
     2: (),
     3: ("ALTER TABLE runs ADD COLUMN IF NOT EXISTS length_unit VARCHAR",),
+    4: ("DROP TABLE IF EXISTS run_findings",),
 }
+# Derived tables an older schema had: a lake exported then still holds them, and a restore
+# leaves them out without a word.
+RETIRED_TABLES = ("run_findings",)
 UPGRADE_HINT = "upgrade it with `polytrace migrate --db {path}` (or open it once with `polytrace serve`)"
 
 

@@ -9,7 +9,7 @@ from polytrace.store import aggregates
 from polytrace.store.connection import transaction
 
 # Tables a run's rows are derived into by the catalog, not ingested: not counted as its rows.
-DERIVED = ("run_overview", "run_findings", "run_answers")
+DERIVED = ("run_overview", "run_answers")
 # The one shape of a run id, checked wherever an id comes in: it names lake partitions,
 # files and URLs as it is.
 RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")

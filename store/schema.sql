@@ -259,23 +259,6 @@ CREATE TABLE IF NOT EXISTS run_overview (
     refreshed_at           TIMESTAMP -- when (UTC)
 );
 
--- Each run's findings as the catalog's Findings section computed them when the run last changed,
--- in their order (queries/findings.py); written with the run's run_overview line, whose counts
--- tell a reader whether these rows are whole.
-CREATE TABLE IF NOT EXISTS run_findings (
-    run_id   VARCHAR,   -- the run
-    position INTEGER,   -- its place in the list, most severe first (0-based)
-    kind     VARCHAR,   -- the finding query's kind, e.g. rollout_tail
-    severity VARCHAR,   -- critical, warn or info
-    value    DOUBLE,    -- the one number the sentence is about
-    unit     VARCHAR,   -- that number's unit
-    steps    INTEGER[], -- the steps it is about, if any
-    stage    VARCHAR,   -- the stage it is about, if any
-    text     VARCHAR,   -- the sentence: the number, what it means, what to try
-    evidence VARCHAR,   -- the catalog URL whose rows prove it
-    catalog  VARCHAR    -- digest of the catalog that computed the row
-);
-
 -- The whole answer of each stored catalog query (`-- stored: yes`) for the run and the defaults
 -- of its other parameters, as the catalog computed it when the run last changed
 -- (queries/answers.py); a write that changes the run's rows deletes its answers in the same

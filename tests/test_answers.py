@@ -3,6 +3,8 @@ what the query computes (up to the last bit of a float sum, whose order DuckDB's
 and never an answer from before the run's last change."""
 from __future__ import annotations
 
+from importlib import resources
+
 import pyarrow as pa
 import pytest
 
@@ -11,7 +13,7 @@ from polytrace.cli import main
 from polytrace.ingest.live import Chunk
 from polytrace.ingest.load import append_chunk
 from polytrace.queries import answers, overview
-from polytrace.queries.catalog import CatalogError, bind, get_query, lint, load_views, parse_query
+from polytrace.queries.catalog import CatalogError, bind, get_query, lint, load_query, load_views, parse_query
 from polytrace.queries.findings import finding_queries
 from polytrace.queries.runner import Answer, Limits, run
 from polytrace.server.db import Database
@@ -81,6 +83,15 @@ def test_a_stored_query_takes_a_run_and_defaults_for_the_rest():
                            "k needs a default")]:
         with pytest.raises(CatalogError, match=problem):
             lint(parse_query("q", head + text), load_views(), strict=False)
+
+
+def test_a_findings_query_is_stored():
+    """The findings list is collected from the finding queries' kept answers: one without any
+    would leave the list never whole."""
+    text = resources.files("polytrace.queries").joinpath("finding_rollout_tail.sql").read_text()
+    assert load_query("finding_rollout_tail", text, load_views()).stored
+    with pytest.raises(CatalogError, match=r"a Findings query is stored \(-- stored: yes\)"):
+        load_query("finding_rollout_tail", text.replace("-- stored: yes\n", ""), load_views())
 
 
 LOG = b"step:0 - timing_s/step:10.0 - response_length/mean:100\nstep:1 - timing_s/step:12.0 - response_length/mean:120\n"

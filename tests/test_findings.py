@@ -4,16 +4,20 @@ from __future__ import annotations
 import json
 import shutil
 
+import pyarrow as pa
 import pytest
 from fastapi.testclient import TestClient
 
 from polytrace import store
 from polytrace.cli import main
 from polytrace.ingest.load import ingest_paths
-from polytrace.queries.findings import findings
+from polytrace.queries import answers
+from polytrace.queries.findings import finding_queries, findings
+from polytrace.queries.runner import Answer
 from polytrace.server.app import create_app
 from polytrace.server.watch import OverviewLines
 from polytrace.settings import Settings
+from polytrace.store.runs import changed
 from tests.goldens import load_case
 
 RUNS = ("r1", "r2", "r3", "r4", "r5", "r6")
@@ -77,17 +81,31 @@ def test_an_unknown_run_is_404(client):
     assert r.status_code == 404 and r.json() == {"ok": False, "error": "unknown run 'nope'", "status": 404}
 
 
-def test_the_server_reads_the_stored_list_unless_the_run_has_an_append_it_does_not_include(case_db, tmp_path):
-    """The server keeps each run's list from its last write; a live run whose latest append is not
-    summed up yet (its refresh comes a moment later) has its list computed as it is read."""
+def kept_text(con, run_id: str, text: str) -> None:
+    """Rewrite the sentence of every finding the run's kept finding answers hold."""
+    rows = con.execute("SELECT query, answer FROM run_answers WHERE run_id = ? AND list_contains(?, query)",
+                       [run_id, [q.name for q in finding_queries()]]).fetchall()
+    for query, blob in rows:
+        table = answers.decode(blob, None).table
+        table = table.set_column(table.schema.get_field_index("text"), "text",
+                                 pa.array([text] * table.num_rows, pa.string()))
+        con.execute("UPDATE run_answers SET answer = ? WHERE run_id = ? AND query = ?",
+                    [answers.encode(Answer(table, False)), run_id, query])
+
+
+def test_the_server_reads_the_kept_list_unless_an_append_changed_the_run(case_db, tmp_path):
+    """The server collects each run's list from the finding answers its last write kept; an append
+    deletes them in its own transaction, and until the run is summed up again (a moment later)
+    its list is computed as it is read."""
     db = tmp_path / "own.duckdb"
     shutil.copy(case_db / "cli.duckdb", db)
     with TestClient(create_app(Settings(db=str(db))), base_url="http://127.0.0.1") as c:
         app = c.app
-        # the server summed every run up as it started; mark r4's stored sentences to tell them apart
-        app.state.db.write(lambda cur: cur.execute("UPDATE run_findings SET text = 'as stored' WHERE run_id = 'r4'"))
+        # the server summed every run up as it started; mark r4's kept sentences to tell them apart
+        app.state.db.write(lambda cur: kept_text(cur, "r4", "as stored"))
         assert {f["text"] for f in api_findings(c, "r4")} == {"as stored"}
-        app.state.overview_lines.mark("r4")  # what an append does
+        app.state.db.write(lambda cur: changed(cur, "r4"), ["r4"])  # what an append does to them
+        app.state.overview_lines.mark("r4")  # and what it asks of the next refresh
         computed = api_findings(c, "r4")
         assert len(computed) == 6 and "as stored" not in {f["text"] for f in computed}
         assert api_findings(c, "r3") != [] and "as stored" not in c.get("/runs/r4").text

@@ -6,6 +6,7 @@ import shutil
 from pathlib import Path
 
 import duckdb
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
@@ -260,3 +261,18 @@ def test_a_lake_run_id_must_be_a_run_id(tmp_path):
         ingest_paths(con, [tmp_path / "lake"])
     assert con.execute("SELECT count(*) FROM runs").fetchone()[0] == 0
     con.close()
+
+
+def test_a_lake_from_schema_3_restores_without_its_run_findings(tmp_path):
+    """Schema 3 exported the findings list as table=run_findings; it is derived, and schema 4 keeps
+    it among the stored answers: a restore leaves it out without a warning."""
+    lake = tmp_path / "lake"
+    export_runs(_tiny_db(tmp_path / "a.duckdb"), ["0001"], lake)
+    old = lake / "table=run_findings" / "run_id=0001"
+    old.mkdir(parents=True)
+    pq.write_table(pa.table({"position": [0], "kind": ["rollout_tail"], "text": ["as schema 3 kept it"]}),
+                   old / "part-0.parquet")
+    back = store.open(tmp_path / "b.duckdb")
+    result = ingest_paths(back, [lake])
+    assert result.run_ids == ["0001"] and result.warnings == []
+    assert back.execute("SELECT count(*) FROM samples").fetchall() == [(4,)]

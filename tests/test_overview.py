@@ -80,17 +80,36 @@ def test_the_findings_are_stored_as_computed_and_a_partial_list_is_not_read():
     assert [f["kind"] for f in stored(con, "r4")] == ["cap_hits", "dp_imbalance", "rollout_tail",
                                                       "filter_waste", "reward_imbalance", "whatif"]
     assert stored(con, "r2") == []  # silent, and known to be: a whole empty list
-    # a list that lost a row is not whole: computed as read, and the next writer stores it again
-    con.execute("DELETE FROM run_findings WHERE run_id = 'r4' AND kind = 'whatif'")
+    # a list that lost a finding query's answer is not whole: computed as read, and the next
+    # writer keeps it again
+    con.execute("DELETE FROM run_answers WHERE run_id = 'r4' AND query = 'finding_whatif'")
     assert stored(con, "r4") is None and overview.stale(con) == ["r4"]
     assert [f["kind"] for f in findings(con, "r4")][-1] == "whatif"
     overview.refresh(con, overview.stale(con))
-    # rows an older catalog wrote are not read
-    con.execute("UPDATE run_findings SET catalog = 'older' WHERE run_id = 'r3'")
+    assert stored(con, "r4") == compute(con, "r4")
+    # answers an older catalog kept are not read
+    con.execute("UPDATE run_answers SET catalog = 'older' WHERE run_id = 'r3'")
     assert stored(con, "r3") is None and findings(con, "r3") == compute(con, "r3")
-    assert "run_findings" not in row_counts(con, "r4")
+    assert "run_answers" not in row_counts(con, "r4")
     assert delete_run(con, "r4")
-    assert con.execute("SELECT count(*) FROM run_findings WHERE run_id = 'r4'").fetchall() == [(0,)]
+    assert con.execute("SELECT count(*) FROM run_answers WHERE run_id = 'r4'").fetchall() == [(0,)]
+
+
+def test_a_version_3_database_drops_run_findings_and_keeps_its_findings(tmp_path):
+    """Schema 3 kept the findings list in a table of its own; schema 4 reads it from the answers."""
+    db = tmp_path / "v3.duckdb"
+    con = load_case("findings", str(db))
+    overview.refresh(con, overview.stale(con))
+    want = stored(con, "r4")
+    con.execute("CREATE TABLE run_findings (run_id VARCHAR, position INTEGER, kind VARCHAR)")
+    con.execute("UPDATE store_meta SET value = '3' WHERE key = 'schema_version'")
+    con.close()
+    con = store.open(db)
+    try:
+        assert not con.execute("SELECT 1 FROM duckdb_tables() WHERE table_name = 'run_findings'").fetchall()
+        assert len(want) == 6 and stored(con, "r4") == want and overview.stale(con) == []
+    finally:
+        con.close()
 
 
 def test_the_line_is_no_ingested_row_and_goes_with_its_run(tmp_path):

@@ -219,15 +219,14 @@ def test_a_version_2_database_gets_length_unit_on_open(tmp_path):
     con.execute("ALTER TABLE runs DROP COLUMN length_unit")  # as schema 2 left it
     con.execute("UPDATE store_meta SET value = '2' WHERE key = 'schema_version'")
     con.close()
-    with pytest.raises(store.StoreError, match=r"older PolyTrace \(schema 2, this one reads 3\)"):
+    with pytest.raises(store.StoreError, match=rf"older PolyTrace \(schema 2, this one reads {migrate.SCHEMA_VERSION}\)"):
         store.open(db, "r")
     con = store.open(db)
     try:
         assert con.execute("SELECT run_id, length_unit FROM runs").fetchall() == [("old", None)]
-        assert dict(con.execute("SELECT * FROM store_meta").fetchall())["schema_version"] == "3"
+        assert dict(con.execute("SELECT * FROM store_meta").fetchall())["schema_version"] == str(migrate.SCHEMA_VERSION)
     finally:
         con.close()
-    assert migrate.SCHEMA_VERSION == 3
 
 
 # --- Ray timelines --------------------------------------------------------------------------

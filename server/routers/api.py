@@ -255,21 +255,14 @@ async def get_run(run_id: RunIdPath, request: Request, response: Response, db: D
     return detail
 
 
-def summed_up(request: Request, run_id: str) -> bool:
-    """Whether the run's stored findings include its every append (a live run's are refreshed off
-    the append path, a moment later)."""
-    lines = request.app.state.overview_lines
-    return lines is None or not lines.pending(run_id)
-
-
-async def run_findings(request: Request, db: Database, settings: Settings, run_id: str) -> list[dict[str, Any]]:
-    """The run's findings: as its last write stored them when they are whole and include its every
-    append, else the Findings-section queries of the catalog run side by side."""
-    if summed_up(request, run_id):
-        kept = await run_in_threadpool(db.read, partial(stored, run_id=run_id), settings.query_timeout_ms,
-                                       f"findings of run {run_id!r}")
-        if kept is not None:
-            return kept
+async def run_findings(db: Database, settings: Settings, run_id: str) -> list[dict[str, Any]]:
+    """The run's findings: from the answers its last write kept when they are all there (an append
+    deletes them until the run is summed up again), else the Findings-section queries of the
+    catalog run side by side."""
+    kept = await run_in_threadpool(db.read, partial(stored, run_id=run_id), settings.query_timeout_ms,
+                                   f"findings of run {run_id!r}")
+    if kept is not None:
+        return kept
     answers = await asyncio.gather(*(run_bound(db, settings, q, bind(q, {"run_id": run_id}))
                                      for q in finding_queries()))
     return collect(answers)
@@ -285,7 +278,7 @@ async def get_findings(run_id: str, request: Request, response: Response, db: Db
     if not known:
         raise ApiError(404, f"unknown run {run_id!r}")
     response.headers.update(validators(etag))
-    return {"ok": True, "findings": await run_findings(request, db, settings, run_id)}
+    return {"ok": True, "findings": await run_findings(db, settings, run_id)}
 
 
 # --- live runs ------------------------------------------------------------------------------------

@@ -182,11 +182,11 @@ def _evidence(url: str | None) -> dict | None:
             "title": query.title}
 
 
-async def _findings(request: Request, db: Database, settings, run_id: str) -> dict:
+async def _findings(db: Database, settings, run_id: str) -> dict:
     """The run's findings, most severe first: the list GET /api/runs/{id}/findings answers, each
     with its evidence as a dashboard link and its steps in words."""
     try:
-        found = await run_findings(request, db, settings, run_id)
+        found = await run_findings(db, settings, run_id)
     except ApiError as e:
         return {"items": [], "error": e.error}
     items = [{**f, "evidence_link": _evidence(f.get("evidence")),
@@ -256,7 +256,7 @@ async def run_page(request: Request, run_id: str, db: DbDep, settings: SettingsD
     async def rest() -> tuple[str, dict]:
         # its charts and its findings at once
         (sections, unit), findings = await asyncio.gather(sections_for(db, settings, run_id),
-                                                          _findings(request, db, settings, run_id))
+                                                          _findings(db, settings, run_id))
         # No stored simulation yet: offer one when the run can have it and the server may write.
         offer = (all(s["name"] != "What if" for s in sections) and db.lake is None
                  and await _can_simulate(db, settings, run_id))
@@ -352,7 +352,7 @@ async def _two_runs(request: Request, db: Database, settings, a: str, b: str, fi
     two_run = [(q, dict(zip(_run_key(q), (a, b)))) for q in (compare_queries() if fidelity else [])]
     summary_a, summary_b, found_a, found_b, (left, _), (right, _), *two_run_data = await asyncio.gather(
         _summary(db, settings, a), _summary(db, settings, b),
-        _findings(request, db, settings, a), _findings(request, db, settings, b),
+        _findings(db, settings, a), _findings(db, settings, b),
         sections_for(db, settings, a), sections_for(db, settings, b),
         *(chart_data(db, settings, q, params) for q, params in two_run))
     ctx["summary"] = summary_table(summary_a, summary_b)
