@@ -67,11 +67,6 @@ class OverviewLines:
         with self._lock:
             self._marked[run_id] = time.monotonic()
 
-    def pending(self, run_id: str) -> bool:
-        """Whether the run had an append its line and stored findings do not include yet."""
-        with self._lock:
-            return run_id in self._marked
-
     def flush(self, force: bool = False) -> list[str]:
         """Refresh the lines that are due (all marked ones with `force`); returns their runs. A run
         stays pending until its refresh is written, and after it if it had another append since."""
