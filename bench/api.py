@@ -7,8 +7,8 @@ it with ingest_paths (so per-step aggregates are materialized as in any ingest),
 overview line, findings and stored answers as every writer does (overview.refresh); --samples sets
 its size (5M by default; the issue's targets are at 5M and 50M). "Dashboard queries" are
 every catalog query that needs only a run_id (run_summary, step_budget, the findings, what-if
-...), plus GET /api/runs/{id}/findings, the findings list (all Findings-section queries in one
-request).
+...; all of them stored), plus GET /api/runs/{id}/findings, the findings list (all
+Findings-section queries in one request).
 
 Each query, round after round, is timed back to back for --seconds per side:
 - in-process, 1 thread: the query alone on one cursor (runner.run_bound), computed even when it

@@ -1,7 +1,7 @@
 """Stored answers: the whole answer of each `-- stored: yes` query for a run, kept in run_answers by
-the writer that changed the run (queries/overview.refresh), so that a reader gets the heavy
-dashboard queries (run_summary, step_budget, the findings) in one small lookup instead of
-planning and running their SQL.
+the writer that changed the run (queries/overview.refresh), so that a reader gets the dashboard's
+queries (run_summary, step_budget, the findings, every chart of the run page at its defaults) in
+one small lookup instead of planning and running their SQL.
 
 A kept answer is the one for the run_id and the defaults of the query's other parameters, from
 the current catalog; any write that changes the run's rows deletes it in its own transaction

@@ -575,8 +575,9 @@ def _load_catalog(extra: str | None) -> dict[str, Query]:
 
 
 def digest() -> str:
-    """Changes whenever any query of the catalog does: what a stored result was computed by."""
-    return _digest(tuple(sorted((q.name, q.sql) for q in load_catalog().values())))
+    """Changes whenever any query of the catalog does, or which are stored: what a stored result
+    was computed by, and which answers a run's last refresh kept."""
+    return _digest(tuple(sorted((q.name, q.sql, q.stored) for q in load_catalog().values())))
 
 
 @lru_cache(maxsize=4)

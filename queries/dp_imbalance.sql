@@ -1,6 +1,7 @@
 -- name: dp_imbalance
 -- title: DP token imbalance
 -- section: Imbalance
+-- stored: yes
 -- Per step, tokens (prompt + response) on the busiest data-parallel rank over the mean rank:
 -- training waits for the busiest rank, so imbalance - 1 is the slowdown an even split would
 -- remove. Samples without a dp_rank are left out; steps without any fall back to verl's global_seqlen/max and /mean metrics.

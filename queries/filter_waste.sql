@@ -1,6 +1,7 @@
 -- name: filter_waste
 -- title: Filtered-away generation
 -- section: Other
+-- stored: yes
 -- Per step of a DAPO-style run: prompts generated, kept by the dynamic-sampling filter and
 -- used for training, and the share of response tokens generated but never trained on.
 -- Only steps with filter information are listed.

@@ -1,6 +1,7 @@
 -- name: gpu_breakdown
 -- title: GPU time per rank: compute, non-compute, idle
 -- section: GPU
+-- stored: yes
 -- The whole-trace rows of gpu_time as shares of each rank's kernel time (the span from
 -- its first GPU event's start to its last one's end), for a stacked bar per rank. Same
 -- rule as gpu_time for the last profiler step: by default GPU events launched at or after

@@ -1,6 +1,7 @@
 -- name: gpu_idle_gaps
 -- title: Idle gaps between GPU events per rank and stream
 -- section: GPU
+-- stored: yes
 -- On each stream, a gap is the time from the end of the events so far to the start of
 -- the next one, when positive. Many small gaps point at launch overhead (CPU-bound);
 -- a few long ones (over 1 ms) at waits: data loading, synchronisation, stragglers.

@@ -1,6 +1,7 @@
 -- name: gpu_idle_heatmap
 -- title: GPU idle share per rank and profiler step
 -- section: GPU
+-- stored: yes
 -- The per-step idle_pct of gpu_time as a rank x step grid: within each step, the share
 -- of the span from its first GPU event's start to its last one's end when no GPU event
 -- runs on any stream. A GPU event belongs to the step whose ProfilerStep window holds its

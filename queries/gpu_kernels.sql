@@ -1,6 +1,7 @@
 -- name: gpu_kernels
 -- title: Top GPU kernels per rank and category
 -- section: GPU
+-- stored: yes
 -- The kernels (and memcpys, memsets) with the most total GPU time on each rank, the top
 -- few of each category: compute, communication (NCCL/RCCL) and memory. Times are summed
 -- durations, so kernels overlapping on several streams count in full. Same last-step

@@ -1,6 +1,7 @@
 -- name: gpu_stragglers
 -- title: Straggler ranks per profiler step
 -- section: GPU
+-- stored: yes
 -- One row per profiler step and rank: the rank's ProfilerStep window length against the
 -- step's slowest and mean rank, and when its last communication (NCCL/RCCL) kernel of the
 -- step started against the other ranks'. Collectives end together, so the rank whose last

@@ -1,6 +1,7 @@
 -- name: gpu_time
 -- title: GPU busy, compute and idle time per rank and step
 -- section: GPU
+-- stored: yes
 -- HTA's temporal breakdown, per rank (one whole-trace row with step NULL) and per
 -- profiler step. kernel_time_us is the last GPU event's end minus the first one's start;
 -- busy_us is the union of GPU events over all streams; idle_us = kernel_time_us - busy_us;

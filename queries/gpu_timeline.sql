@@ -1,6 +1,7 @@
 -- name: gpu_timeline
 -- title: GPU timeline of one rank and step
 -- section: GPU
+-- stored: yes
 -- The GPU events of one rank in one profiler step, one lane per stream, with start times
 -- from the step's ProfilerStep window start (or its first event). When the window has
 -- more than max_bars events, each lane is cut into equal time bins and the events

@@ -1,6 +1,7 @@
 -- name: group_waste
 -- title: Generation with no learning signal
 -- section: Lengths
+-- stored: yes
 -- Per step: prompt groups (a prompt's samples, prompt_id) whose samples all got the same
 -- reward. GRPO's advantage is a sample's reward minus its group's mean, so every sample of
 -- such a group gets advantage 0 and its generation teaches the policy nothing. A group counts

@@ -1,6 +1,7 @@
 -- name: health_entropy
 -- title: Policy entropy per step
 -- section: Training health
+-- stored: yes
 -- verl's actor/entropy: the policy's mean token entropy. A fall to near 0 means the policy
 -- has stopped exploring (it emits the same tokens every time).
 -- @param run_id VARCHAR  Run to examine.

@@ -1,6 +1,7 @@
 -- name: health_grad_norm
 -- title: Gradient norm per step
 -- section: Training health
+-- stored: yes
 -- verl's actor/grad_norm before clipping, with the share of tokens whose PPO ratio was clipped
 -- (actor/pg_clipfrac): spikes here come before many instabilities.
 -- @param run_id VARCHAR  Run to examine.

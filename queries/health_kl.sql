@@ -1,6 +1,7 @@
 -- name: health_kl
 -- title: KL per step
 -- section: Training health
+-- stored: yes
 -- How far each update moves the policy: verl's actor/ppo_kl (against the policy that generated
 -- the rollout) and actor/kl_loss (against the reference model, where the run uses it as a loss).
 -- @param run_id VARCHAR  Run to examine.

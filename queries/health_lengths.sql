@@ -1,6 +1,7 @@
 -- name: health_lengths
 -- title: Response length per step
 -- section: Training health
+-- stored: yes
 -- Mean and longest response per step from verl's response_length/* metrics, with the share
 -- cut at the length cap: a length collapsing towards 1 token, or pinned at the cap, is the
 -- first sign of a run going wrong. (Runs with samples draw these under Lengths.)

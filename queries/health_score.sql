@@ -1,6 +1,7 @@
 -- name: health_score
 -- title: Score and reward per step
 -- section: Training health
+-- stored: yes
 -- verl's mean verifiable score of each step's responses (critic/score/mean) and the reward
 -- after penalties (critic/rewards/mean): what the run is optimising.
 -- @param run_id VARCHAR  Run to examine.

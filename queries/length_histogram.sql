@@ -1,6 +1,7 @@
 -- name: length_histogram
 -- title: Response length histogram
 -- section: Lengths
+-- stored: yes
 -- How many responses fall in each power-of-two length bin over a range of steps. A long
 -- right tail of sparse high bins is what leaves rollout engines waiting on a few responses.
 -- @param run_id VARCHAR  Run to analyse.

@@ -1,6 +1,7 @@
 -- name: length_stats
 -- title: Response length per step
 -- section: Lengths
+-- stored: yes
 -- Response-length distribution per step: the long tail behind rollout idling. A high
 -- tail_ratio means one response keeps every rollout engine waiting.
 -- @param run_id VARCHAR  Run to analyse.

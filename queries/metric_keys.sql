@@ -1,6 +1,7 @@
 -- name: metric_keys
 -- title: Logged metric keys
 -- section: Other
+-- stored: yes
 -- Every metric key a run logged, with where it appears: the keys the `metric` query takes.
 -- @param run_id VARCHAR  Run to analyse.
 -- @column key VARCHAR  Metric key as logged (old timing/<stage> appears as timing_s/<stage>).

@@ -1,6 +1,7 @@
 -- name: multiturn
 -- title: Multi-turn rollouts
 -- section: Multi-turn
+-- stored: yes
 -- Per step of an agentic run: turns per rollout, tool-call and engine latency quantiles,
 -- and the prefix-cache hit rate. Slow tools and many turns stretch the rollout tail; a low
 -- prefix_cache_hit means each turn re-prefills its whole context.

@@ -1,6 +1,7 @@
 -- name: ray_stage_time
 -- title: Ray calls by step, worker and method
 -- section: Stages
+-- stored: yes
 -- From a Ray timeline: each worker's calls of each method (a verl worker method such as
 -- actor_rollout_generate_sequences, or a Ray task) per training step, with the time they
 -- took and the time the worker waited on the slowest worker of the same method, since the

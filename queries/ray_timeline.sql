@@ -1,6 +1,7 @@
 -- name: ray_timeline
 -- title: Ray timeline of one step
 -- section: Stages
+-- stored: yes
 -- Every call of a Ray timeline as a bar on its worker's lane, coloured by method: where each
 -- worker was busy and where it waited on the others. step NULL shows the whole trace, from
 -- its first call; a step shows that step's calls, from the step's first call.

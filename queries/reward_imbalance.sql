@@ -1,6 +1,7 @@
 -- name: reward_imbalance
 -- title: Reward time imbalance
 -- section: Imbalance
+-- stored: yes
 -- Per step, reward (verifier or sandbox) seconds on the slowest rank over the mean rank, from
 -- rank_stage rows with stage 'reward'. Every rank waits for the slowest before training, and
 -- tokens_corr says whether longer responses explain the slow rank.

@@ -1,6 +1,7 @@
 -- name: rollout_busy
 -- title: Rollout engine busy and idle time
 -- section: Rollout tail
+-- stored: yes
 -- Per step, one bar per rollout engine (dp_rank): how long it was busy, then, shaded, how
 -- long it waited for the step's slowest engine. Busy is the engine's measured rank_stage
 -- 'gen' seconds when every engine of the step has them (basis 'seconds'), else its longest

@@ -1,6 +1,7 @@
 -- name: rollout_tail
 -- title: Rollout engine idling
 -- section: Rollout tail
+-- stored: yes
 -- Per step and rollout engine (dp_rank), how long the engine's rollout ran against the
 -- step's slowest engine: every engine waits for the longest response in the step, so
 -- idle_frac is the share of the rollout an engine sat idle. Decode-bound proxy from lengths

@@ -1,6 +1,7 @@
 -- name: rollout_tail_verl
 -- title: Rollout long tail (verl)
 -- section: Rollout tail
+-- stored: yes
 -- Evidence of the rollout long tail from verl's per-step metrics: how long the slowest
 -- generation took against the whole gen stage and against the mean sample, and how
 -- long the longest response is against the mean. The slowest generation is

@@ -1,6 +1,7 @@
 -- name: stage_breakdown
 -- title: Step time by stage
 -- section: Stages
+-- stored: yes
 -- Where each step's wall time goes, from verl's timing_s/* metrics: seconds and share of
 -- timing_s/step for each stage. A stage the step did not log is NULL, never 0; `other` is
 -- the step time no logged stage accounts for (step - sum of the logged stages; negative

@@ -1,6 +1,7 @@
 -- name: throughput
 -- title: Throughput and MFU (verl)
 -- section: Training health
+-- stored: yes
 -- Training throughput per step from verl's perf/* and timing_per_token_ms/* metrics:
 -- tokens per second per GPU, tokens in the step, model FLOPs utilisation, and the cost
 -- of each stage per token. Other perf/mfu/* keys, if any, are available through `metric`.

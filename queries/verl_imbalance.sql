@@ -1,6 +1,7 @@
 -- name: verl_imbalance
 -- title: Tokens per DP rank (verl)
 -- section: Imbalance
+-- stored: yes
 -- How far apart the data-parallel ranks' token loads are in each step, from verl's
 -- global_seqlen/* metrics: the lightest, mean and heaviest rank in tokens. dp_imbalance
 -- draws the resulting max / mean ratio; this shows the loads themselves, and, where verl

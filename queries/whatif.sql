@@ -1,6 +1,7 @@
 -- name: whatif
 -- title: What if: rollout time under other policies
 -- section: What if
+-- stored: yes
 -- Predicted rollout time per step under each simulated policy, from `polytrace simulate RUN
 -- --store` (a decode-iteration cost model over the recorded lengths): dispatches place the
 -- same samples otherwise (length-balanced knows every length in advance), partial rollout

@@ -1,6 +1,7 @@
 -- name: whatif_savings
 -- title: What if: GPU-hours each policy saves over the whole run
 -- section: What if
+-- stored: yes
 -- The whole run under each simulated policy (`polytrace simulate RUN --store`, or the run
 -- page's Simulate button): total predicted rollout time, the time and GPU-hours it saves
 -- against as-recorded, and the speedup. Every GPU of the job waits for the rollout, so a saved

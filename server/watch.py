@@ -3,9 +3,10 @@
 a running server through POST /api/runs/{id}/append (`polytrace watch DIR --server URL`).
 
 Every path commits through `commit` (ingest.load.append_chunk: one transaction with the file's
-committed offset). The run's line in the runs overview reads every step of the run, so it is
-kept off the append path: OverviewLines refreshes it at most every OVERVIEW_EVERY_S during a
-burst of appends, and once more as soon as the run goes quiet.
+committed offset). The run's line in the runs overview and its stored answers read every step of
+the run, so they are kept off the append path: OverviewLines refreshes them at most every
+OVERVIEW_EVERY_S during a burst of appends (less often for a run whose refresh is long, so that
+it holds the writer at most BUSY_SHARE of the time), and once more as soon as the run goes quiet.
 """
 from __future__ import annotations
 
@@ -43,6 +44,7 @@ Say = Callable[[str], None]
 
 
 OVERVIEW_EVERY_S = 2.0   # during a burst of appends, a run's overview line at most this often
+BUSY_SHARE = 0.2         # and its refresh (which holds the writer) at most this share of the time
 QUIET_S = 1.0            # a run with no append for this long gets its line at once
 
 
@@ -55,33 +57,40 @@ class OverviewLines:
     """The runs-overview lines of the live runs that changed, refreshed through `write(fn, runs)`:
     by flush() from a follower's loop, or by its own thread in a server (start())."""
 
-    def __init__(self, write: Callable[..., Any]):
-        self.write = write
+    def __init__(self, write: Callable[..., Any], clock: Callable[[], float] = time.monotonic):
+        self.write, self.clock = write, clock
         self._marked: dict[str, float] = {}     # run -> its last append
         self._refreshed: dict[str, float] = {}  # run -> its line's last refresh
+        self._took: dict[str, float] = {}       # run -> how long that refresh took (s)
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
     def mark(self, run_id: str) -> None:
         with self._lock:
-            self._marked[run_id] = time.monotonic()
+            self._marked[run_id] = self.clock()
 
     def flush(self, force: bool = False) -> list[str]:
         """Refresh the lines that are due (all marked ones with `force`); returns their runs. A run
         stays pending until its refresh is written, and after it if it had another append since."""
-        now_s = time.monotonic()
+        now_s = self.clock()
         with self._lock:
             due = {r: at for r, at in self._marked.items()
-                   if force or now_s - at >= QUIET_S or now_s - self._refreshed.get(r, 0) >= OVERVIEW_EVERY_S}
+                   if force or now_s - at >= QUIET_S or now_s - self._refreshed.get(r, 0) >= self._every(r)}
             for r in due:
                 self._refreshed[r] = now_s
         for run_id, marked_at in due.items():
+            started = self.clock()
             self.write(lambda con, run_id=run_id: overview.refresh(con, [run_id]), [run_id])
             with self._lock:
+                self._took[run_id] = self.clock() - started
                 if self._marked.get(run_id) == marked_at:
                     del self._marked[run_id]
         return list(due)
+
+    def _every(self, run_id: str) -> float:
+        """Seconds between two refreshes of the run during a burst of appends."""
+        return max(OVERVIEW_EVERY_S, self._took.get(run_id, 0.0) / BUSY_SHARE)
 
     def start(self) -> OverviewLines:
         self._thread = threading.Thread(target=self._run, name="polytrace-overview", daemon=True)

@@ -3,6 +3,7 @@ what the query computes (up to the last bit of a float sum, whose order DuckDB's
 and never an answer from before the run's last change."""
 from __future__ import annotations
 
+import dataclasses
 from importlib import resources
 
 import pyarrow as pa
@@ -13,7 +14,18 @@ from polytrace.cli import main
 from polytrace.ingest.live import Chunk
 from polytrace.ingest.load import append_chunk
 from polytrace.queries import answers, overview
-from polytrace.queries.catalog import CatalogError, bind, get_query, lint, load_query, load_views, parse_query
+from polytrace.queries import catalog as catalog_module
+from polytrace.queries.catalog import (
+    CatalogError,
+    bind,
+    digest,
+    get_query,
+    lint,
+    load_catalog,
+    load_query,
+    load_views,
+    parse_query,
+)
 from polytrace.queries.findings import finding_queries
 from polytrace.queries.runner import Answer, Limits, run
 from polytrace.server.db import Database
@@ -83,6 +95,17 @@ def test_a_stored_query_takes_a_run_and_defaults_for_the_rest():
                            "k needs a default")]:
         with pytest.raises(CatalogError, match=problem):
             lint(parse_query("q", head + text), load_views(), strict=False)
+
+
+def test_which_queries_are_stored_is_part_of_the_catalog_digest(monkeypatch):
+    """A run summed up before a query was stored lacks its answer: the new digest makes its line
+    stale, so the next writer keeps the answer."""
+    catalog = load_catalog()
+    before = digest()
+    flipped = {**catalog, "metric_keys": dataclasses.replace(catalog["metric_keys"],
+                                                             stored=not catalog["metric_keys"].stored)}
+    monkeypatch.setattr(catalog_module, "load_catalog", lambda: flipped)
+    assert digest() != before
 
 
 def test_a_findings_query_is_stored():

@@ -15,7 +15,7 @@ from polytrace.queries import answers
 from polytrace.queries.findings import finding_queries, findings
 from polytrace.queries.runner import Answer
 from polytrace.server.app import create_app
-from polytrace.server.watch import OverviewLines
+from polytrace.server.watch import BUSY_SHARE, OVERVIEW_EVERY_S, OverviewLines
 from polytrace.settings import Settings
 from polytrace.store.runs import changed
 from tests.goldens import load_case
@@ -212,3 +212,35 @@ def test_an_inferred_cap_is_said(shared_data, tmp_path):
     cap = one_finding(shared_data, tmp_path, "rLLM with its cap", "cap_hits")
     assert "(inferred: 15.4% of all responses are exactly 16,000 tokens long)" in cap["text"]
     assert cap["value"] == pytest.approx(8 / 128)
+
+
+def test_a_run_whose_refresh_is_long_is_refreshed_less_often_during_a_burst():
+    """A refresh holds the writer: during a burst of appends, a run's comes no more often than
+    every OVERVIEW_EVERY_S, nor than its share of the time passes BUSY_SHARE; a run gone quiet
+    gets it at once. The test moves the clock; the refreshes take what it says."""
+    now = [100.0]
+
+    def lines_taking(seconds: float) -> OverviewLines:
+        def refresh(fn, runs):
+            now[0] += seconds
+        return OverviewLines(refresh, clock=lambda: now[0])
+
+    def append_and_flush(lines: OverviewLines, at: float) -> list[str]:
+        now[0] = at
+        lines.mark("r1")
+        return lines.flush()
+
+    slow = lines_taking(1.0)  # every 1.0 / BUSY_SHARE s
+    assert BUSY_SHARE == 0.2 and OVERVIEW_EVERY_S == 2.0
+    assert append_and_flush(slow, 100.0) == ["r1"]
+    assert append_and_flush(slow, 102.5) == []  # due after 2 s at the fastest, but it took 1 s
+    assert append_and_flush(slow, 104.9) == []
+    assert append_and_flush(slow, 105.0) == ["r1"]
+    assert append_and_flush(slow, 106.5) == []
+    now[0] = 107.6  # quiet since its append at 106.5
+    assert slow.flush() == ["r1"]
+
+    fast = lines_taking(0.1)
+    assert append_and_flush(fast, 100.0) == ["r1"]
+    assert append_and_flush(fast, 101.9) == []
+    assert append_and_flush(fast, 102.0) == ["r1"]
