@@ -191,7 +191,9 @@ BASELINE_PATHS = ("server/routers/pages.py", "server/routers/api.py", "server/re
                   "frontend/templates/run.html", "frontend/templates/compare.html",
                   "frontend/templates/base.html", "frontend/templates/_preamble.html",
                   "frontend/static/plotly.min.js", "frontend/static/plotly.min.js.gz",
-                  "frontend/static/plotly.min.js.br", "frontend/static/plotly.LICENSE.txt")
+                  "frontend/static/plotly.min.js.br", "frontend/static/plotly.LICENSE.txt",
+                  # which queries are stored is said in their files
+                  "queries/catalog.py", *(f"queries/{p.name}" for p in sorted((ROOT / "queries").glob("*.sql"))))
 
 
 def baseline_tree(ref: str, into: Path, paths: tuple[str, ...] = BASELINE_PATHS) -> Path:

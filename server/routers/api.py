@@ -255,17 +255,24 @@ async def get_run(run_id: RunIdPath, request: Request, response: Response, db: D
     return detail
 
 
-async def run_findings(db: Database, settings: Settings, run_id: str) -> list[dict[str, Any]]:
-    """The run's findings: from the answers its last write kept when they are all there (an append
-    deletes them until the run is summed up again), else the Findings-section queries of the
-    catalog run side by side."""
-    kept = await run_in_threadpool(db.read, partial(stored, run_id=run_id), settings.query_timeout_ms,
-                                   f"findings of run {run_id!r}")
-    if kept is not None:
-        return kept
+def _known_and_kept(con, run_id: str) -> tuple[bool, list[dict[str, Any]] | None]:
+    """Whether the run exists, and its findings as its last write kept them (None: not all kept)."""
+    return (True, stored(con, run_id)) if exists(con, run_id) else (False, None)
+
+
+async def computed_findings(db: Database, settings: Settings, run_id: str) -> list[dict[str, Any]]:
+    """The Findings-section queries of the catalog, run side by side, as one list."""
     answers = await asyncio.gather(*(run_bound(db, settings, q, bind(q, {"run_id": run_id}))
                                      for q in finding_queries()))
     return collect(answers)
+
+
+async def run_findings(db: Database, settings: Settings, run_id: str) -> list[dict[str, Any]]:
+    """The run's findings: from the answers its last write kept when they are all there (an append
+    deletes them until the run is summed up again), else computed."""
+    kept = await run_in_threadpool(db.read, partial(stored, run_id=run_id), settings.query_timeout_ms,
+                                   f"findings of run {run_id!r}")
+    return kept if kept is not None else await computed_findings(db, settings, run_id)
 
 
 async def get_findings(run_id: str, request: Request, response: Response, db: DbDep,
@@ -273,12 +280,12 @@ async def get_findings(run_id: str, request: Request, response: Response, db: Db
     etag = db.etag([run_id])
     if unchanged := not_modified(request, etag):
         return unchanged
-    known = await run_in_threadpool(db.read, partial(exists, run_id=run_id), settings.query_timeout_ms,
-                                    f"run {run_id!r}")
+    known, kept = await run_in_threadpool(db.read, partial(_known_and_kept, run_id=run_id),
+                                          settings.query_timeout_ms, f"findings of run {run_id!r}")
     if not known:
         raise ApiError(404, f"unknown run {run_id!r}")
     response.headers.update(validators(etag))
-    return {"ok": True, "findings": await run_findings(db, settings, run_id)}
+    return {"ok": True, "findings": kept if kept is not None else await computed_findings(db, settings, run_id)}
 
 
 # --- live runs ------------------------------------------------------------------------------------
