@@ -256,8 +256,11 @@ async def get_run(run_id: RunIdPath, request: Request, response: Response, db: D
 
 
 def _known_and_kept(con, run_id: str) -> tuple[bool, list[dict[str, Any]] | None]:
-    """Whether the run exists, and its findings as its last write kept them (None: not all kept)."""
-    return (True, stored(con, run_id)) if exists(con, run_id) else (False, None)
+    """Whether the run exists, and its findings as its last write kept them (None: not all kept).
+    Kept findings say that the run exists (deleting a run deletes its answers in the same
+    transaction): only a run without them is looked up again."""
+    kept = stored(con, run_id)
+    return (True, kept) if kept is not None else (exists(con, run_id), None)
 
 
 async def computed_findings(db: Database, settings: Settings, run_id: str) -> list[dict[str, Any]]:
@@ -271,21 +274,22 @@ async def run_findings(db: Database, settings: Settings, run_id: str) -> list[di
     """The run's findings: from the answers its last write kept when they are all there (an append
     deletes them until the run is summed up again), else computed."""
     kept = await run_in_threadpool(db.read, partial(stored, run_id=run_id), settings.query_timeout_ms,
-                                   f"findings of run {run_id!r}")
+                                   f"findings of run {run_id!r}", snapshot=False)
     return kept if kept is not None else await computed_findings(db, settings, run_id)
 
 
-async def get_findings(run_id: str, request: Request, response: Response, db: DbDep,
-                       settings: SettingsDep) -> Any:
+async def get_findings(run_id: str, request: Request, db: DbDep, settings: SettingsDep) -> Any:
     etag = db.etag([run_id])
     if unchanged := not_modified(request, etag):
         return unchanged
     known, kept = await run_in_threadpool(db.read, partial(_known_and_kept, run_id=run_id),
-                                          settings.query_timeout_ms, f"findings of run {run_id!r}")
+                                          settings.query_timeout_ms, f"findings of run {run_id!r}",
+                                          snapshot=False)
     if not known:
         raise ApiError(404, f"unknown run {run_id!r}")
-    response.headers.update(validators(etag))
-    return {"ok": True, "findings": kept if kept is not None else await computed_findings(db, settings, run_id)}
+    found = kept if kept is not None else await computed_findings(db, settings, run_id)
+    # a Response of its own: FastAPI would check the body against the Findings model first
+    return Json({"ok": True, "findings": found}, headers=validators(etag))
 
 
 # --- live runs ------------------------------------------------------------------------------------
