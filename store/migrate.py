@@ -16,15 +16,19 @@ import duckdb
 from polytrace.store import aggregates
 from polytrace.store.errors import StoreError
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 # version -> statements that bring a database of version - 1 to it. Version 1 is every
 # database written before the version was recorded; its tables are a subset of today's,
 # so schema.sql (all IF NOT EXISTS) brings it up to date. Version 3 adds runs.length_unit;
-# version 4 drops run_findings, the findings list now read from the stored answers.
+# version 4 drops run_findings, the findings list now read from the stored answers; version 5
+# drops run_answers for schema.sql to create it anew with its answers uncompressed (DuckDB
+# cannot alter a column's compression), and the runs are summed up again
+# (queries.overview.stale) by the next `polytrace serve` or `polytrace migrate`.
 MIGRATIONS: dict[int, tuple[str, ...]] = {
     2: (),
     3: ("ALTER TABLE runs ADD COLUMN IF NOT EXISTS length_unit VARCHAR",),
     4: ("DROP TABLE IF EXISTS run_findings",),
+    5: ("DROP TABLE IF EXISTS run_answers",),
 }
 # Derived tables an older schema had: a lake exported then still holds them, and a restore
 # leaves them out without a word.
@@ -86,6 +90,7 @@ def ensure(con: duckdb.DuckDBPyConnection) -> list[str]:
     for v in range(version + 1, SCHEMA_VERSION + 1):
         for statement in MIGRATIONS[v]:
             con.execute(statement)
+    con.execute(schema_sql())  # what a migration dropped to be created anew
     recompute = bool(meta) and meta.get("aggregates") != aggregates.digest()
     if recompute:
         aggregates.drop(con)

@@ -262,12 +262,14 @@ CREATE TABLE IF NOT EXISTS run_overview (
 -- The whole answer of each stored catalog query (`-- stored: yes`) for the run and the defaults
 -- of its other parameters, as the catalog computed it when the run last changed
 -- (queries/answers.py); a write that changes the run's rows deletes its answers in the same
--- transaction, so a kept answer is always the run's.
+-- transaction, so a kept answer is always the run's. The answers are stored uncompressed: reading
+-- one from a compressed (ZSTD) column decompressed every answer stored beside it, which made each
+-- lookup cost more the more runs the database holds.
 CREATE TABLE IF NOT EXISTS run_answers (
     run_id  VARCHAR, -- the run
     query   VARCHAR, -- the catalog query, e.g. run_summary
     catalog VARCHAR, -- digest of the catalog that computed it
-    answer  BLOB     -- its rows and their types: one Arrow IPC stream
+    answer  BLOB USING COMPRESSION uncompressed -- its rows and their types: one Arrow IPC stream
 );
 
 -- Numeric fields of a sample beyond the canonical samples columns, in long form: the reward

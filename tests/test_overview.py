@@ -4,6 +4,7 @@ from __future__ import annotations
 import math
 import shutil
 
+import duckdb
 import pytest
 
 from polytrace import store
@@ -95,21 +96,56 @@ def test_the_findings_are_stored_as_computed_and_a_partial_list_is_not_read():
     assert con.execute("SELECT count(*) FROM run_answers WHERE run_id = 'r4'").fetchall() == [(0,)]
 
 
-def test_a_version_3_database_drops_run_findings_and_keeps_its_findings(tmp_path):
-    """Schema 3 kept the findings list in a table of its own; schema 4 reads it from the answers."""
-    db = tmp_path / "v3.duckdb"
+def _as_version(db, version: int, *statements: str) -> list[dict]:
+    """A database of the findings goldens, summed up, then marked as schema `version` after
+    `statements`; the findings of r4 it kept."""
     con = load_case("findings", str(db))
     overview.refresh(con, overview.stale(con))
     want = stored(con, "r4")
-    con.execute("CREATE TABLE run_findings (run_id VARCHAR, position INTEGER, kind VARCHAR)")
-    con.execute("UPDATE store_meta SET value = '3' WHERE key = 'schema_version'")
+    for statement in statements:
+        con.execute(statement)
+    con.execute("UPDATE store_meta SET value = ? WHERE key = 'schema_version'", [str(version)])
     con.close()
+    return want
+
+
+def _answer_compression(con) -> set[str]:
+    con.execute("CHECKPOINT")
+    return {r[0] for r in con.execute("SELECT compression FROM pragma_storage_info('run_answers') "
+                                      "WHERE column_name = 'answer'").fetchall()}
+
+
+def test_a_version_3_database_drops_run_findings_and_sums_its_runs_up_again(tmp_path):
+    """Schema 3 kept the findings list in a table of its own; schema 4 reads it from the answers,
+    which schema 5 keeps uncompressed: the answers go, and the next refresh gives them back."""
+    db = tmp_path / "v3.duckdb"
+    want = _as_version(db, 3, "CREATE TABLE run_findings (run_id VARCHAR, position INTEGER, kind VARCHAR)")
     con = store.open(db)
     try:
         assert not con.execute("SELECT 1 FROM duckdb_tables() WHERE table_name = 'run_findings'").fetchall()
+        assert stored(con, "r4") is None and "r4" in overview.stale(con)
+        overview.refresh(con, overview.stale(con))
         assert len(want) == 6 and stored(con, "r4") == want and overview.stale(con) == []
     finally:
         con.close()
+
+
+def test_a_version_4_database_keeps_its_answers_uncompressed_once_summed_up_again(tmp_path, capsys):
+    """Read from a compressed column (ZSTD for answers of some size), one answer cost the
+    decompression of all the answers stored beside it."""
+    db = tmp_path / "v4.duckdb"
+    con = store.open(db)
+    con.execute("DROP TABLE run_answers")
+    con.execute("CREATE TABLE run_answers (run_id VARCHAR, query VARCHAR, catalog VARCHAR, answer BLOB)")
+    con.close()
+    want = _as_version(db, 4)
+    with duckdb.connect(str(db)) as con:
+        assert "Uncompressed" not in _answer_compression(con)  # DuckDB chose (ZSTD, FSST) before
+    assert main(["migrate", "--db", str(db)]) == 0
+    assert "8 of 8 runs summed up again" in capsys.readouterr().err
+    with store.open(db) as con:
+        assert _answer_compression(con) == {"Uncompressed", "Constant"}  # Constant: the validity mask
+        assert stored(con, "r4") == want
 
 
 def test_the_line_is_no_ingested_row_and_goes_with_its_run(tmp_path):
