@@ -272,9 +272,12 @@ async def computed_findings(db: Database, settings: Settings, run_id: str) -> li
 
 async def run_findings(db: Database, settings: Settings, run_id: str) -> list[dict[str, Any]]:
     """The run's findings: from the answers its last write kept when they are all there (an append
-    deletes them until the run is summed up again), else computed."""
-    kept = await run_in_threadpool(db.read, partial(stored, run_id=run_id), settings.query_timeout_ms,
-                                   f"findings of run {run_id!r}", snapshot=False)
+    deletes them until the run is summed up again), else computed; ApiError 404 for an unknown run."""
+    known, kept = await run_in_threadpool(db.read, partial(_known_and_kept, run_id=run_id),
+                                          settings.query_timeout_ms, f"findings of run {run_id!r}",
+                                          snapshot=False)
+    if not known:
+        raise ApiError(404, f"unknown run {run_id!r}")
     return kept if kept is not None else await computed_findings(db, settings, run_id)
 
 
@@ -282,12 +285,7 @@ async def get_findings(run_id: str, request: Request, db: DbDep, settings: Setti
     etag = db.etag([run_id])
     if unchanged := not_modified(request, etag):
         return unchanged
-    known, kept = await run_in_threadpool(db.read, partial(_known_and_kept, run_id=run_id),
-                                          settings.query_timeout_ms, f"findings of run {run_id!r}",
-                                          snapshot=False)
-    if not known:
-        raise ApiError(404, f"unknown run {run_id!r}")
-    found = kept if kept is not None else await computed_findings(db, settings, run_id)
+    found = await run_findings(db, settings, run_id)
     # a Response of its own: FastAPI would check the body against the Findings model first
     return Json({"ok": True, "findings": found}, headers=validators(etag))
 
