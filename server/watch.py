@@ -18,6 +18,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any, Callable
 
@@ -80,13 +81,19 @@ class OverviewLines:
             for r in due:
                 self._refreshed[r] = now_s
         for run_id, marked_at in due.items():
-            started = self.clock()
-            self.write(lambda con, run_id=run_id: overview.refresh(con, [run_id]), [run_id])
+            took = self.write(partial(self._refresh, run_id=run_id), [run_id])
             with self._lock:
-                self._took[run_id] = self.clock() - started
+                self._took[run_id] = took
                 if self._marked.get(run_id) == marked_at:
                     del self._marked[run_id]
         return list(due)
+
+    def _refresh(self, con, run_id: str) -> float:
+        """Refresh the run's line and answers; how long that held the writer (s), its wait for the
+        writer left out."""
+        started = self.clock()
+        overview.refresh(con, [run_id])
+        return self.clock() - started
 
     def _every(self, run_id: str) -> float:
         """Seconds between two refreshes of the run during a burst of appends."""

@@ -11,7 +11,7 @@ from fastapi.testclient import TestClient
 from polytrace import store
 from polytrace.cli import main
 from polytrace.ingest.load import ingest_paths
-from polytrace.queries import answers
+from polytrace.queries import answers, overview
 from polytrace.queries.findings import finding_queries, findings
 from polytrace.queries.runner import Answer
 from polytrace.server.app import create_app
@@ -214,16 +214,20 @@ def test_an_inferred_cap_is_said(shared_data, tmp_path):
     assert cap["value"] == pytest.approx(8 / 128)
 
 
-def test_a_run_whose_refresh_is_long_is_refreshed_less_often_during_a_burst():
+def test_a_run_whose_refresh_is_long_is_refreshed_less_often_during_a_burst(monkeypatch):
     """A refresh holds the writer: during a burst of appends, a run's comes no more often than
     every OVERVIEW_EVERY_S, nor than its share of the time passes BUSY_SHARE; a run gone quiet
-    gets it at once. The test moves the clock; the refreshes take what it says."""
+    gets it at once. The test moves the clock: the writer is free after `wait` s, and the
+    refresh takes what it says; the wait is not the refresh's."""
     now = [100.0]
+    # the writer hands the refresh how long it takes, in place of a connection
+    monkeypatch.setattr(overview, "refresh", lambda seconds, runs: now.__setitem__(0, now[0] + seconds))
 
-    def lines_taking(seconds: float) -> OverviewLines:
-        def refresh(fn, runs):
-            now[0] += seconds
-        return OverviewLines(refresh, clock=lambda: now[0])
+    def lines_taking(seconds: float, wait: float = 0.0) -> OverviewLines:
+        def write(fn, runs):
+            now[0] += wait
+            return fn(seconds)
+        return OverviewLines(write, clock=lambda: now[0])
 
     def append_and_flush(lines: OverviewLines, at: float) -> list[str]:
         now[0] = at
@@ -244,3 +248,7 @@ def test_a_run_whose_refresh_is_long_is_refreshed_less_often_during_a_burst():
     assert append_and_flush(fast, 100.0) == ["r1"]
     assert append_and_flush(fast, 101.9) == []
     assert append_and_flush(fast, 102.0) == ["r1"]
+
+    waited = lines_taking(0.1, wait=3.0)  # a quick refresh behind a long write: every 2 s still
+    assert append_and_flush(waited, 100.0) == ["r1"]
+    assert append_and_flush(waited, 102.0) == ["r1"]
