@@ -57,6 +57,18 @@ def read(con: duckdb.DuckDBPyConnection, query: Query, bound: dict[str, Any],
     return decode(rows[0][0], row_cap) if rows else None
 
 
+def read_all(con: duckdb.DuckDBPyConnection, run_id: str, queries: list[Query]) -> list[Answer] | None:
+    """The kept answers to these queries for the run at their defaults, in their order, in one
+    lookup; None unless every one of them is kept."""
+    names = [q.name for q in queries]
+    rows = dict(con.execute("SELECT query, answer FROM run_answers WHERE run_id = $run_id "
+                            "AND catalog = $catalog AND list_contains($queries, query)",
+                            {"run_id": run_id, "catalog": digest(), "queries": names}).fetchall())
+    if len(rows) != len(names):
+        return None
+    return [decode(rows[name], None) for name in names]
+
+
 def keep(con: duckdb.DuckDBPyConnection, run_ids: list[str], answers: list[tuple[str, str, Answer]]) -> None:
     """Replace every kept answer of these runs with `answers` (run, query, answer), in the caller's
     transaction."""

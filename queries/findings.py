@@ -18,7 +18,7 @@ from typing import Any, Iterable
 import duckdb
 
 from polytrace.queries import answers, render
-from polytrace.queries.catalog import Query, digest, load_catalog
+from polytrace.queries.catalog import Query, load_catalog
 from polytrace.queries.runner import Answer, Limits, run
 
 SECTION = "Findings"
@@ -41,21 +41,11 @@ def compute(target: Any, run_id: str, limits: Limits = Limits()) -> list[dict[st
     return collect(run(target, q, {"run_id": run_id}, limits) for q in finding_queries())
 
 
-# The kept answers of the finding queries; the list is whole when every one of them is there.
-KEPT = """
-SELECT answer FROM run_answers
-WHERE run_id = $run_id AND catalog = $catalog AND list_contains($queries, query)
-"""
-
-
 def stored(con: duckdb.DuckDBPyConnection, run_id: str) -> list[dict[str, Any]] | None:
     """The run's findings from the answers its last write kept, or None when the current catalog's
     finding queries do not all have one."""
-    queries = [q.name for q in finding_queries()]
-    rows = con.execute(KEPT, {"run_id": run_id, "catalog": digest(), "queries": queries}).fetchall()
-    if len(rows) != len(queries):
-        return None
-    return collect(answers.decode(blob, None) for (blob,) in rows)
+    kept = answers.read_all(con, run_id, finding_queries())
+    return None if kept is None else collect(kept)
 
 
 def findings(target: Any, run_id: str, limits: Limits = Limits()) -> list[dict[str, Any]]:
