@@ -8,6 +8,9 @@ single process (getrusage) and the whole process tree (sampled from /proc every 
 shared pages count once per process). CPU seconds count every process of a side, the
 parse workers a forkserver forks included (bench/cpu.py).
 
+With --baseline REF a third side runs PolyTrace with the Kineto parser's files as they are at
+git REF (BASELINE_PATHS; everything else this tree's), in the same rounds.
+
 Inside the PolyTrace process it also times a decode-only msgspec loop over the same bytes
 (each file's events decoded into typed structs, nothing kept): the reference decode limit.
 
@@ -25,6 +28,7 @@ import os
 import resource
 import shutil
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -39,6 +43,8 @@ sys.path[0] = str(ROOT)
 from bench.cpu import cpu_s, descendants, tree_rss_mb  # noqa: E402  (needs the project root on sys.path)
 
 QUERIES = ("gpu_time", "gpu_stragglers", "gpu_idle_heatmap")
+# What a --baseline side takes from its git ref: the Kineto parser and what it builds on.
+BASELINE_PATHS = ("ingest/formats/kineto.py", "ingest/trace_events.py", "ingest/columns.py", "ingest/gpu_time.py")
 
 
 def peak_rss_mb() -> float:
@@ -98,12 +104,15 @@ def child_decode(trace_dir: Path) -> dict:
     return {"decode_cpu_s": cpu, "idle": {}}
 
 
-def run_child(side: str, trace_dir: Path, rss_limit_mb: float | None = None) -> dict | None:
+def run_child(side: str, trace_dir: Path, rss_limit_mb: float | None = None,
+              site: Path | None = None) -> dict | None:
     """Run one side in a subprocess; wall time, and its process tree's RSS sampled every 0.1 s.
-    None when it fails, or is killed for passing rss_limit_mb."""
+    None when it fails, or is killed for passing rss_limit_mb. With `site` (bench.api.baseline_tree)
+    the child imports the polytrace found there."""
+    env = {**os.environ, "PYTHONPATH": str(site)} if site else None
     started = time.perf_counter()
     proc = subprocess.Popen([sys.executable, __file__, "--child", side, str(trace_dir)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     tree_peak = 0.0
     while proc.poll() is None:
         tree_peak = max(tree_peak, tree_rss_mb(proc.pid))
@@ -158,6 +167,22 @@ def report(mb: float, hta: dict | None, ours: dict) -> None:
     print(f"idle-time agreement: worst rank differs by {100 * worst:.3f}%  (target <= 1%)")
 
 
+def report_baseline(mb: float, ref: str, base: list[dict], ours: list[dict]) -> None:
+    """This tree against the parser at `ref`, run by run (each pair back to back, same load)."""
+    def line(name: str, rs: list[dict]) -> str:
+        cpu = statistics.median(r["ingest_cpu_s"] for r in rs)
+        return (f"{name:24} wall {statistics.median(r['wall_s'] for r in rs):5.2f} s, ingest "
+                f"{statistics.median(r['ingest_s'] for r in rs):5.2f} s wall, {cpu:5.2f} s CPU "
+                f"({mb / cpu:.1f} MB per CPU second)")
+    print("medians over the runs:")
+    print(line(f"PolyTrace at {ref}", base))
+    print(line("PolyTrace, this tree", ours))
+    for key, what in (("wall_s", "wall"), ("ingest_cpu_s", "ingest CPU")):
+        ratios = sorted(o[key] / b[key] for b, o in zip(base, ours))
+        print(f"this tree / {ref}, {what}, run by run: {' '.join(f'{r:.2f}' for r in ratios)} "
+              f"(median {statistics.median(ratios):.2f}x)")
+
+
 def hta_ladder(work: Path, max_gb: float, rss_limit_gb: float) -> None:
     """HTA on two-rank jobs of growing size until one fails, passes the RSS limit or max_gb."""
     from bench.kineto_traces import generate
@@ -192,6 +217,7 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=2, help="runs of each side; the fastest is reported")
     ap.add_argument("--hta-max-gb", type=float, default=4, help="largest HTA job tried with --gb (default 4)")
     ap.add_argument("--hta-max-rss-gb", type=float, default=16, help="HTA is stopped past this RSS (default 16)")
+    ap.add_argument("--baseline", metavar="REF", help="also run PolyTrace with the parser's files at git REF")
     ap.add_argument("--child", nargs=2, metavar=("SIDE", "DIR"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
@@ -215,12 +241,18 @@ def main() -> None:
     trace_dir = args.work / f"{mb_per_rank:g}mb-x{args.ranks}"
     paths = generate(trace_dir, mb_per_rank, args.ranks)
     mb = sum(p.stat().st_size for p in paths) / 1e6
+    sites = {}
+    if args.baseline:
+        from bench.api import baseline_tree
+
+        sites["baseline"] = baseline_tree(args.baseline, Path(tempfile.mkdtemp(dir=args.work)), BASELINE_PATHS)
+        compileall.compile_dir(sites["baseline"], quiet=1)
     try:
-        sides = ("polytrace",) if args.gb else ("hta", "polytrace")
+        sides = (("polytrace",) if args.gb else ("hta", "polytrace")) + tuple(sites)
         runs = {side: [] for side in sides}
         for _ in range(args.runs):
             for side in sides:
-                result = run_child(side, trace_dir)
+                result = run_child("polytrace" if side in sites else side, trace_dir, site=sites.get(side))
                 if result is None:
                     sys.exit(f"{side} failed")
                 runs[side].append(result)
@@ -233,7 +265,11 @@ def main() -> None:
             ratios = sorted(h["wall_s"] / o["wall_s"] for h, o in zip(runs["hta"], runs["polytrace"]))
             print(f"HTA wall / PolyTrace wall, round by round: {' '.join(f'{r:.1f}' for r in ratios)} "
                   f"(median {ratios[len(ratios) // 2]:.1f}x)")
+        if sites:
+            report_baseline(mb, args.baseline, runs["baseline"], runs["polytrace"])
     finally:
+        for site in sites.values():
+            shutil.rmtree(site.parent, ignore_errors=True)
         if args.gb and not args.keep:
             shutil.rmtree(trace_dir, ignore_errors=True)
     if args.gb:

@@ -43,25 +43,43 @@ class EventStream:
 
     def _read(self) -> bytes:
         block = self.stream.read(BLOCK_BYTES)
-        self.bytes_read += len(block)
-        self.budget.take(len(block), self.name)
+        self._took(len(block))
         return block
 
+    def _read_into(self, buf: bytearray, end: int) -> int:
+        """Read the next block into buf after `end`, growing buf only when it has no room."""
+        if len(buf) - end < BLOCK_BYTES:
+            buf.extend(bytes(end + BLOCK_BYTES - len(buf)))
+        with memoryview(buf) as view:
+            got = self.stream.readinto(view[end:end + BLOCK_BYTES])
+        self._took(got)
+        return got
+
+    def _took(self, n: int) -> None:
+        self.bytes_read += n
+        self.budget.take(n, self.name)
+
     def __iter__(self) -> Iterator[list]:
-        carry = bytearray(b"[") + self._open_array()  # always "[" + the undecoded rest
+        # buf[:end] is "[" + the undecoded rest. Blocks are read into it in place and the
+        # rest moved to its front: no copy of the document beside the read itself.
+        head = self._open_array()
+        buf = bytearray(b"[" + head)
+        end = len(buf)
         while True:
-            block = self._read()
-            if not block:
-                yield self._finish(bytes(carry[1:]))
+            got = self._read_into(buf, end)
+            if not got:
+                yield self._finish(bytes(buf[1:end]))
                 return
-            carry += block
-            events, rest = self._cut(carry)
+            end += got
+            events, rest = self._cut(buf, end)
             if events is not None:
                 yield events
-                del carry[1:rest]
-            elif len(carry) > MAX_CARRY_BYTES:
+                left = end - rest
+                buf[1:1 + left] = buf[rest:end]
+                end = 1 + left
+            elif end > MAX_CARRY_BYTES:
                 raise IngestError(self.name, f"malformed JSON in traceEvents near byte "
-                                  f"{self.bytes_read - len(carry)}")
+                                  f"{self.bytes_read - end}")
 
     def _open_array(self) -> bytes:
         """Decode the header up to `"traceEvents": [` and return the bytes after the bracket."""
@@ -94,24 +112,25 @@ class EventStream:
             raise IngestError(self.name, "traceEvents is not an array")
         return after[1:]
 
-    def _cut(self, carry: bytearray) -> tuple[list | None, int]:
-        """Events up to the last event boundary that decodes, and where the next event starts.
+    def _cut(self, buf: bytearray, end: int) -> tuple[list | None, int]:
+        """Events of buf[:end] up to its last event boundary that decodes, and where the next
+        event starts.
 
         The byte after the boundary's "}" becomes "]" for the decode, so no copy is made.
         """
-        window = max(0, len(carry) - (64 << 10))
-        matches = list(_BOUNDARY.finditer(carry, window)) or list(_BOUNDARY.finditer(carry))
+        window = max(0, end - (64 << 10))
+        matches = list(_BOUNDARY.finditer(buf, window, end)) or list(_BOUNDARY.finditer(buf, 0, end))
         for m in reversed(matches[-_CANDIDATES:]):
-            end = m.start() + 1
-            saved, carry[end] = carry[end], ord("]")
-            view = memoryview(carry)[:end + 1]
+            close = m.start() + 1
+            saved, buf[close] = buf[close], ord("]")
+            view = memoryview(buf)[:close + 1]
             try:
                 events = self._decode(self._chunks, view, "events")
             except msgspec.DecodeError:
                 continue
             finally:
                 view.release()
-                carry[end] = saved
+                buf[close] = saved
             return events, m.end() - 1
         return None, 0
 
