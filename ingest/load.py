@@ -201,8 +201,6 @@ def _collect(paths: list[Path], forced: str | None, names: Mapping[Path, str],
     unique: dict[Path, Source] = {}
     for s in sources.expand([p for p, f in wholes.items() if not f], names):
         unique.setdefault(s.path.resolve(), s)
-    if _likely_parallel(list(unique.values())):
-        workers.warm()
     read = sources.hashed(list(sources.opened(iter(unique.values()), spool)))
     notes = [note for s in read for note in s.notes]
     unrecognised: dict[str, list[str]] = {}
@@ -225,13 +223,6 @@ def _collect(paths: list[Path], forced: str | None, names: Mapping[Path, str],
     files[0].notes = notes + [f"{archive}: skipped {len(members)} member(s) no format recognises, "
                               f"e.g. {members[0]}" for archive, members in unrecognised.items()]
     return files
-
-
-def _likely_parallel(listed: list[Source]) -> bool:
-    """Whether these files (archives not opened yet) will probably be parsed by workers."""
-    several = len(listed) > 1 or any(sources.is_archive(s.path) for s in listed)
-    return several and sum(s.path.stat().st_size for s in listed) >= PARALLEL_MIN_BYTES \
-        and workers.jobs() > 1
 
 
 def _name_the_format() -> Hint:

@@ -207,12 +207,6 @@ def _ready() -> bool:
     return True
 
 
-def warm() -> None:
-    """Nothing, now: in_order starts the forkserver once it is worth it, while the caller
-    parses the first inputs itself. (Starting it earlier took CPU from hashing and parsing
-    on ingests too small to use it.)"""
-
-
 def _input_bytes(calls: list[tuple[str, tuple]]) -> int:
     """Bytes of the files the calls name: what parsing them costs, roughly."""
     return sum(a.stat().st_size for _, args in calls for a in args if isinstance(a, Path) and a.is_file())

@@ -6,13 +6,16 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from polytrace import store
 from polytrace.ingest.contract import Format, IngestError, Parsed, Sample
-from polytrace.store.lake import export_runs, is_lake, lake_dataset, lake_tables, partitions
+
+# polytrace.store, and DuckDB with it, is imported where used: parse workers import every format
+# and need neither (ingest/parsing.py).
 
 
 def parse(path: Path) -> Parsed:
     """Every run of the lake, to be restored as it was: the tables stream from disk."""
+    from polytrace.store.lake import lake_dataset, lake_tables, partitions
+
     tables = lake_tables(path)
     if "runs" not in tables:
         raise IngestError(path, "Parquet lake without a table=runs directory")
@@ -32,6 +35,8 @@ def parse(path: Path) -> Parsed:
 
 
 def _read_runs(lake: Path, runs_dir: Path) -> list[dict]:
+    from polytrace.store.lake import partitions
+
     parts = partitions(runs_dir)
     if not parts:
         raise IngestError(lake, "Parquet lake holds no run")
@@ -68,6 +73,9 @@ def _read_parquet(lake: Path, path: Path, schema_only: bool = False):
 
 def sample() -> Sample:
     """The lake `polytrace export` writes for a run of four samples over two dp ranks."""
+    from polytrace import store
+    from polytrace.store.lake import export_runs
+
     run_id = "0a1b2c3d4e5f"
     con = store.open(":memory:")
     try:
@@ -85,12 +93,18 @@ def sample() -> Sample:
     return Sample(files, ("lake",))
 
 
+def claims(path: Path) -> bool:
+    from polytrace.store.lake import is_lake
+
+    return is_lake(path)
+
+
 FORMAT = Format(
     name="parquet-lake",
     priority=50,
     sniff=lambda head, name: False,
     parse=parse,
     sample=sample,
-    claims_directory=is_lake,
+    claims_directory=claims,
     description="a Parquet lake from `polytrace export`: table=<name>/run_id=<id>/part-0.parquet",
 )
