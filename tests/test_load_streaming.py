@@ -103,3 +103,17 @@ def test_parse_jobs_must_be_a_number(con, tmp_path, parse_in_workers, monkeypatc
 
     with pytest.raises(SettingsError, match="setting POLYTRACE_PARSE_JOBS: Input should be a valid integer"):
         ingest_paths(con, steps(tmp_path, 2))
+
+
+def test_a_parse_worker_imports_every_format_but_not_duckdb():
+    """What the forkserver preloads (workers.PRELOAD) is every worker's start-up; DuckDB is not needed."""
+    import subprocess
+    import sys
+
+    from polytrace.ingest import registry, workers
+
+    code = (f"import sys; import {', '.join(workers.PRELOAD)}; "
+            f"print(*(m in sys.modules for m in {[f.parse.__module__ for f in registry.FORMATS]!r}), "
+            "'duckdb' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["True"] * len(registry.FORMATS) + ["False"]
