@@ -87,10 +87,12 @@ def ensure(con: duckdb.DuckDBPyConnection) -> list[str]:
         raise StoreError(f"this database was written by a newer PolyTrace (schema {version}; "
                          f"this one reads {SCHEMA_VERSION}): upgrade PolyTrace")
     con.execute(schema_sql())
-    for v in range(version + 1, SCHEMA_VERSION + 1):
+    upgrades = range(version + 1, SCHEMA_VERSION + 1)
+    for v in upgrades:
         for statement in MIGRATIONS[v]:
             con.execute(statement)
-    con.execute(schema_sql())  # what a migration dropped to be created anew
+    if upgrades:
+        con.execute(schema_sql())  # what a migration dropped, created anew
     recompute = bool(meta) and meta.get("aggregates") != aggregates.digest()
     if recompute:
         aggregates.drop(con)
