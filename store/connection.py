@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import re
 import threading
 import time
 from contextlib import contextmanager
@@ -34,7 +35,7 @@ def open(path: str | Path, mode: str = "w") -> duckdb.DuckDBPyConnection:  # noq
     try:
         con = duckdb.connect(where, read_only=mode == "r", config=POLICY)
     except duckdb.Error as e:
-        raise StoreError(f"cannot open database {where}: {str(e).splitlines()[0]}") from None
+        raise StoreError(f"cannot open database {where}: {_why_not(str(e))}") from None
     try:
         if mode == "w":
             migrate.ensure(con)
@@ -46,6 +47,34 @@ def open(path: str | Path, mode: str = "w") -> duckdb.DuckDBPyConnection:  # noq
         con.close()
         raise
     return con
+
+
+# DuckDB's words when another process has the file open for writing.
+_HELD = re.compile(r"Conflicting lock is held in (?P<exe>.*?) \(PID (?P<pid>\d+)\)")
+
+
+def _why_not(error: str) -> str:
+    """DuckDB's reason, or for a file another process holds, which process and what to do."""
+    held = _HELD.search(error)
+    if not held:
+        return error.splitlines()[0]
+    return (f"another process has it open (PID {held['pid']}: {_command(held['pid'], held['exe'])}), "
+            "and DuckDB lets no two processes open one database file when either writes it: stop "
+            "that process, or if it is `polytrace serve`, go through it (its REST API answers every "
+            "query and a run's findings, and POST /api/runs uploads)")
+
+
+def _command(pid: str, exe: str) -> str:
+    """The command line of process `pid` from the polytrace command on, else `exe`."""
+    try:
+        args = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
+    except OSError:
+        return exe
+    args = [a for a in args if a]
+    start = next((i for i, a in enumerate(args) if Path(a).name == "polytrace"), None)
+    words = args[start:] if start is not None else args
+    text = " ".join(["polytrace", *words[1:]] if start is not None else words) or exe
+    return text if len(text) <= 160 else text[:157] + "..."
 
 
 @contextmanager

@@ -491,21 +491,31 @@ def test_serve_warns_when_open_to_the_network_without_a_token(tmp_path):
     assert lines[1].startswith(f"PolyTrace serving {tmp_path / 'w.duckdb'} at http://0.0.0.0:{port}/")
 
 
-def test_serve_on_a_locked_database_is_one_line_exit_2(tmp_path):
+def test_a_database_another_process_writes_is_one_line_naming_that_process_exit_2(tmp_path):
+    """`serve`, and a reader such as `query`, on a file a writer holds: which process holds it, and
+    what to do."""
     db = tmp_path / "locked.duckdb"
-    holder = subprocess.Popen([sys.executable, "-c", f"import duckdb, sys; c = duckdb.connect({str(db)!r}); "
-                               "print('ready', flush=True); sys.stdin.read()"],
+    # a stand-in for a server: a script named polytrace, run as `polytrace serve --db DB`
+    script = tmp_path / "bin" / "polytrace"
+    script.parent.mkdir()
+    script.write_text("import duckdb, sys\nc = duckdb.connect(sys.argv[3])\nprint('ready', flush=True)\n"
+                      "sys.stdin.read()\n")
+    holder = subprocess.Popen([sys.executable, str(script), "serve", "--db", str(db)],
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline().strip() == "ready"
-        out = subprocess.run([sys.executable, "-m", "polytrace", "serve", "--db", str(db)],
-                             capture_output=True, text=True, timeout=60, env=_clean_env())
+        outs = [subprocess.run([sys.executable, "-m", "polytrace", *args, "--db", str(db)],
+                               capture_output=True, text=True, timeout=60, env=_clean_env())
+                for args in (["serve"], ["query", "runs"])]
     finally:
         holder.stdin.close()
         holder.wait(timeout=10)
-    assert out.returncode == 2
-    assert out.stderr.startswith(f"error: cannot open database {db}")
-    assert out.stderr.count("\n") == 1
+    for out in outs:
+        assert out.returncode == 2
+        assert out.stderr.startswith(f"error: cannot open database {db}: another process has it open "
+                                     f"(PID {holder.pid}: polytrace serve --db {db}), ")
+        assert "stop that process, or if it is `polytrace serve`, go through it" in out.stderr
+        assert out.stderr.count("\n") == 1
 
 
 def _clean_env() -> dict[str, str]:
