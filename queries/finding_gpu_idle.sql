@@ -4,7 +4,7 @@
 -- stored: yes
 -- gpu_time's whole-trace rows (HTA's temporal breakdown, its default without the last profiler
 -- step): the mean idle share over ranks, the worst rank, and the share of time that only
--- communication or memory kernels ran. Emitted at 10% idle or more.
+-- communication or memory kernels ran (when it rounds to 1% or more). Emitted at 10% idle or more.
 -- @param run_id VARCHAR  Run to examine.
 -- @column kind VARCHAR  gpu_idle.
 -- @column severity VARCHAR  warn at 25% or more, else info.
@@ -30,13 +30,16 @@ SELECT
     'share' AS unit,
     []::INTEGER[] AS steps,
     NULL::VARCHAR AS stage,
-    printf('GPUs sat idle %.0f%% of the profiled time%s%s, and %.0f%% ran only communication or memory '
-           'kernels: idle time is time between kernels, so look for host-side stalls (data loading, '
-           'synchronization, Python overhead) around the longest gaps.',
+    printf('GPUs sat idle %.0f%% of the profiled time%s%s%s: idle time is time between kernels, so look '
+           'for host-side stalls (data loading, synchronization, Python overhead) around the longest gaps.',
            100 * idle,
            CASE WHEN ranks > 1 THEN ' on average' ELSE '' END,
            CASE WHEN ranks > 1 THEN printf(' (worst: rank %d, %.0f%%)', worst_rank, 100 * worst) ELSE '' END,
-           100 * non_compute) AS text,
+           -- below 0.5% it would read 0% (or -0%: HTA's rounding to whole us can leave the compute
+           -- union 1 us longer than the union of all kernels)
+           CASE WHEN non_compute >= 0.005
+                THEN printf(', and %.0f%% ran only communication or memory kernels', 100 * non_compute)
+                ELSE '' END) AS text,
     '/api/queries/gpu_time?run_id=' || $run_id AS evidence
 FROM summary
 WHERE idle >= 0.1
