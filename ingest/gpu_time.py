@@ -59,17 +59,17 @@ def step_time_table(rows: list[tuple]) -> pa.Table:
 
 def fill_step_time(con, run_id: str) -> None:
     """gpu_step_time of a run from its stored gpu_events, as the kineto parser computes it at
-    ingest (times rounded inward to whole us, as HTA reads them), less what gpu_events does
-    not keep: cuda_sync waits and events on streams past the INTEGER range."""
+    ingest (per trace file, times rounded inward to whole us, as HTA reads them), less what
+    gpu_events does not keep: cuda_sync waits and events on streams past the INTEGER range."""
     from polytrace import store  # where used: parse workers import this module, not DuckDB
 
     rows = []
-    for (rank,) in con.execute("SELECT DISTINCT rank FROM gpu_events WHERE run_id = ? ORDER BY 1",
-                               [run_id]).fetchall():
+    for rank, trace in con.execute("SELECT DISTINCT rank, trace_start_us FROM gpu_events WHERE run_id = ? "
+                                   "ORDER BY 1, 2", [run_id]).fetchall():
         ev = con.execute(
             "SELECT ceil(ts_us), floor(ts_us + dur_us) - ceil(ts_us), category = 'compute', coalesce(step, 0), "
-            "step IS NOT NULL, hta_excluded FROM gpu_events WHERE run_id = ? AND rank = ? ORDER BY ts_us",
-            [run_id, rank]).fetchnumpy()
+            "step IS NOT NULL, hta_excluded FROM gpu_events WHERE run_id = ? AND rank = ? "
+            "AND trace_start_us IS NOT DISTINCT FROM ? ORDER BY ts_us", [run_id, rank, trace]).fetchnumpy()
         rows += step_time_rows(rank, *(np.asarray(a) for a in ev.values()))
     with store.registered(con, "_step_time", step_time_table(rows)):
         con.execute("INSERT INTO gpu_step_time BY NAME SELECT *, ? AS run_id FROM _step_time", [run_id])

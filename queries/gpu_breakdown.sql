@@ -10,7 +10,7 @@
 -- @param run_id VARCHAR  Run to analyse.
 -- @param include_last_step BOOLEAN = false  Keep the GPU events of the last ProfilerStep window (HTA drops them).
 -- @column rank INTEGER fmt=count  Global rank.
--- @column kernel_time_us DOUBLE fmt=us  Last GPU event end minus first GPU event start (us).
+-- @column kernel_time_us DOUBLE fmt=us  Last GPU event end minus first GPU event start, summed over the rank's trace files (us).
 -- @column compute_pct DOUBLE fmt=pct100  Time some compute kernel runs, over kernel_time_us (%).
 -- @column non_compute_pct DOUBLE fmt=pct100  Time only communication or memory runs, over kernel_time_us (%).
 -- @column idle_pct DOUBLE fmt=pct100  Time no GPU event runs, over kernel_time_us (%).

@@ -3,7 +3,8 @@
 -- section: GPU
 -- stored: yes
 -- On each stream, a gap is the time from the end of the events so far to the start of
--- the next one, when positive. Many small gaps point at launch overhead (CPU-bound);
+-- the next one, when positive, within one trace file (the time between two files of a rank
+-- was not profiled). Many small gaps point at launch overhead (CPU-bound);
 -- a few long ones (over 1 ms) at waits: data loading, synchronisation, stragglers.
 -- long_gap_share says which dominates. Same last-step rule as gpu_time (HTA's).
 -- @param run_id VARCHAR  Run to analyse.
@@ -19,13 +20,13 @@
 -- @column long_gap_share DOUBLE fmt=pct  Share of idle_us in gaps over 1 ms (0-1).
 -- @chart bar x=rank y=long_gap_share color=stream xlabel="rank" ylabel="share of idle time in gaps > 1 ms" title="Long idle gaps per rank and stream"
 WITH ev AS (
-    SELECT rank, stream, ts_us, ts_us + dur_us AS end_us
+    SELECT rank, stream, trace_start_us, ts_us, ts_us + dur_us AS end_us
     FROM gpu_events
     WHERE run_id = $run_id AND ($include_last_step OR NOT hta_excluded)
 ),
 gaps AS (
     SELECT rank, stream,
-        ts_us - max(end_us) OVER (PARTITION BY rank, stream ORDER BY ts_us, end_us
+        ts_us - max(end_us) OVER (PARTITION BY rank, trace_start_us, stream ORDER BY ts_us, end_us
                                   ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS gap_us
     FROM ev
 )

@@ -12,12 +12,14 @@
 -- windows, GPU events launched at or after the start of the last one are ignored
 -- (then the last step has no row), and so are GPU events whose CPU launch is not in
 -- the trace (queued before profiling began). include_last_step = true keeps them all.
--- The unions are computed once at ingest, into gpu_step_time (ingest/gpu_time.py).
+-- A rank profiled in several trace files (one per cycle of a repeating profiler schedule)
+-- counts each file's times: the time between two files was not profiled, so it is not idle.
+-- The unions are computed once at ingest, per file, into gpu_step_time (ingest/gpu_time.py).
 -- @param run_id VARCHAR  Run to analyse.
 -- @param include_last_step BOOLEAN = false  Keep the GPU events of the last ProfilerStep window (HTA drops them).
 -- @column rank INTEGER fmt=count  Global rank.
 -- @column step INTEGER fmt=count  Profiler step; NULL on the rank's whole-trace row.
--- @column kernel_time_us DOUBLE fmt=us  Last GPU event end minus first GPU event start (us).
+-- @column kernel_time_us DOUBLE fmt=us  Last GPU event end minus first GPU event start, summed over the rank's trace files (us).
 -- @column busy_us DOUBLE fmt=us  Time at least one GPU event runs, on any stream (us).
 -- @column idle_us DOUBLE fmt=us  kernel_time_us - busy_us (us).
 -- @column compute_us DOUBLE fmt=us  Time at least one compute kernel runs (us).

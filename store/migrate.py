@@ -16,19 +16,22 @@ import duckdb
 from polytrace.store import aggregates
 from polytrace.store.errors import StoreError
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 # version -> statements that bring a database of version - 1 to it. Version 1 is every
 # database written before the version was recorded; its tables are a subset of today's,
 # so schema.sql (all IF NOT EXISTS) brings it up to date. Version 3 adds runs.length_unit;
 # version 4 drops run_findings, the findings list now read from the stored answers; version 5
 # drops run_answers for schema.sql to create it anew with its answers uncompressed (DuckDB
 # cannot alter a column's compression), and the runs are summed up again
-# (queries.overview.stale) by the next `polytrace serve` or `polytrace migrate`.
+# (queries.overview.stale) by the next `polytrace serve` or `polytrace migrate`. Version 6 adds
+# gpu_events.trace_start_us (NULL for the events already loaded: one trace file per rank, as
+# before).
 MIGRATIONS: dict[int, tuple[str, ...]] = {
     2: (),
     3: ("ALTER TABLE runs ADD COLUMN IF NOT EXISTS length_unit VARCHAR",),
     4: ("DROP TABLE IF EXISTS run_findings",),
     5: ("DROP TABLE IF EXISTS run_answers",),
+    6: ("ALTER TABLE gpu_events ADD COLUMN IF NOT EXISTS trace_start_us DOUBLE",),
 }
 # Derived tables an older schema had: a lake exported then still holds them, and a restore
 # leaves them out without a word.

@@ -163,7 +163,8 @@ CREATE TABLE IF NOT EXISTS gpu_events (
     name_id      BIGINT,  -- kernel name, via kernel_names (stable hash of the name)
     ts_us        DOUBLE,  -- start on the trace's clock (us)
     dur_us       DOUBLE,  -- duration (us)
-    hta_excluded BOOLEAN  -- HTA's default drops it: the rank has >= 2 ProfilerStep windows and the event was launched at or after the last one's start, or its launch is not in the trace
+    hta_excluded BOOLEAN, -- HTA's default drops it: the rank has >= 2 ProfilerStep windows and the event was launched at or after the last one's start, or its launch is not in the trace
+    trace_start_us DOUBLE -- start of the first GPU event of the event's trace file: tells apart the files of a rank profiled in several (NULL in runs loaded before it was kept)
 );
 
 -- Kernel names of gpu_events; identical rows may repeat when several files share a name.

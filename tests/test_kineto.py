@@ -562,7 +562,72 @@ def test_duplicate_ranks_in_an_archive_are_reported(con, tmp_path):
         zf.writestr("a/rank0.json", json.dumps(trace_doc(0, [], RANK0[1:2])))
         zf.writestr("b/rank0.json", json.dumps(trace_doc(0, [], RANK0[2:3])))
     result = ingest_paths(con, [archive])
-    assert result.warnings == ["rank(s) [0] come from more than one trace file; per-rank results mix those files"]
+    assert result.warnings == ["rank(s) [0] come from more than one trace file: each file's profiled time "
+                               "counts for its rank, and the time between two files is not idle time"]
+
+
+def shifted(gpu: list[tuple], by: float) -> list[tuple]:
+    return [(name, cat, stream, start + by, end + by, corr, None if launch is None else launch + by)
+            for name, cat, stream, start, end, corr, launch in gpu]
+
+
+def one_rank_twice(con, first: Path, second: Path) -> dict[str, tuple]:
+    """Rank 0's whole-trace gpu_time row and its stream 7's idle gaps (count, longest, sum),
+    from each file as a run of its own and from both files as one run."""
+    out = {}
+    for label, paths in (("first", [first]), ("second", [second]), ("both", [first, second])):
+        run = ingest_paths(con, paths, force=True).run_id
+        whole = [r for r in run_query(con, "gpu_time", run_id=run) if r[1] is None]
+        assert len(whole) == 1, label
+        gaps = {(r[0], r[1]): r for r in run_query(con, "gpu_idle_gaps", run_id=run)}
+        _, _, _, count, _, _, longest, idle, _ = gaps[0, 7]
+        out[label] = (whole[0], (count, longest, idle))
+    return out
+
+
+def test_a_rank_profiled_in_two_files_counts_each_files_time_not_the_time_between(con, tmp_path):
+    """A profiler schedule that repeats writes a file per cycle: here rank 0's second cycle starts
+    1 s after its first one ends. Its breakdown adds up the two files' own, and the second of
+    wait between them is neither idle time nor an idle gap."""
+    first = write_json(tmp_path / "cycle1.json", trace_doc(0, [(1, 0, 10000), (2, 10000, 10000)], RANK0))
+    second = write_json(tmp_path / "cycle2.json", trace_doc(
+        0, [(11, 1_020_000, 10000), (12, 1_030_000, 10000)], shifted(RANK0, 1_020_000)))
+    rows = one_rank_twice(con, first, second)
+    (one, one_gaps), (two, two_gaps), (both, both_gaps) = rows["first"], rows["second"], rows["both"]
+    # rank, step, kernel_time_us, busy_us, idle_us, compute_us, non_compute_us: sums of the two
+    assert both[:7] == approx_rows([(0, None, *(a + b for a, b in zip(one[2:7], two[2:7])))])[0]
+    assert both_gaps == approx_rows([(one_gaps[0] + two_gaps[0], max(one_gaps[1], two_gaps[1]),
+                                      one_gaps[2] + two_gaps[2])])[0]
+    assert both_gaps[1] < 10_000
+
+
+def test_a_schema_5_database_gets_trace_starts_and_its_runs_answer_as_before(db_path, two_ranks):
+    """Events loaded before trace_start_us was kept read as one file per rank, which they were."""
+    con = store.open(db_path)
+    run = ingest_paths(con, [two_ranks]).run_id
+    before = {name: run_query(con, name, run_id=run) for name in ("gpu_time", "gpu_idle_gaps")}
+    con.execute("ALTER TABLE gpu_events DROP COLUMN trace_start_us")
+    con.execute("UPDATE store_meta SET value = '5' WHERE key = 'schema_version'")
+    con.close()
+    con = store.open(db_path)
+    try:
+        assert con.execute("SELECT count(*), count(trace_start_us) FROM gpu_events").fetchall() == [(15, 0)]
+        assert {name: run_query(con, name, run_id=run) for name in before} == before
+    finally:
+        con.close()
+
+
+def test_the_h200_engine_profiled_at_two_iterations_is_one_rank_of_two_files(con, shared_data):
+    """The shared H200 replay: engine dp1 profiled at decode iterations 50 and 3000, about 24 s
+    apart, in two files that both read as rank 0."""
+    root = shared_data / "gpu-replay-h200"
+    rows = one_rank_twice(con, root / "kineto_dapo32b_s0_dp1_it50.json.gz",
+                          root / "kineto_dapo32b_s0_dp1_it3000.json.gz")
+    (one, one_gaps), (two, two_gaps), (both, both_gaps) = rows["first"], rows["second"], rows["both"]
+    assert both[:7] == approx_rows([(0, None, *(a + b for a, b in zip(one[2:7], two[2:7])))])[0]
+    assert both_gaps == approx_rows([(one_gaps[0] + two_gaps[0], max(one_gaps[1], two_gaps[1]),
+                                      one_gaps[2] + two_gaps[2])])[0]
+    assert both_gaps[1] < 1_000  # the longest gap inside either file, not the 24 s between them
 
 
 # --- agreement with HTA ----------------------------------------------------------------

@@ -307,6 +307,7 @@ def _events_table(trace: RankTrace) -> tuple[pa.Table, list[tuple]]:
         "ts_us": from_numpy(ts[keep]),
         "dur_us": from_numpy(dur[keep]),
         "hta_excluded": from_numpy(excluded[keep]),
+        "trace_start_us": from_numpy(np.full(int(keep.sum()), ts[keep][0] if keep.any() else 0.0)),
     })
     return table, rows
 
@@ -370,7 +371,8 @@ def after_load(con, run_id: str, deferred: list) -> Parsed:
     ranks = con.execute("SELECT rank, count(*) FROM gpu_ranks WHERE run_id = ? GROUP BY rank ORDER BY rank",
                         [run_id]).fetchall()
     dups = [rank for rank, files in ranks if files > 1]
-    warnings = [f"rank(s) {dups} come from more than one trace file; per-rank results mix those files"]
+    warnings = [f"rank(s) {dups} come from more than one trace file: each file's profiled time counts "
+                "for its rank, and the time between two files is not idle time"]
     return Parsed(run={"n_gpus": len(ranks)}, warnings=warnings if dups else [])
 
 
