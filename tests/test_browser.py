@@ -640,6 +640,31 @@ def test_hostile_kernel_name_renders_as_text(page, make_server, tmp_path):
     assert console_errors(page) == []
 
 
+def test_a_rank_profiled_in_two_cycles_draws_its_steps_apart(page, make_server, tmp_path):
+    """Two profiler cycles of one rank, steps 1-2 and 11-12 (the last window of each has no
+    events): the heatmap shows the steps between them as a break, not as its neighbours'
+    cells stretched across it; the breakdown adds the two files up to 100%."""
+    from tests.test_kineto import RANK0, shifted, trace_doc
+
+    windows = [(1, 0, 10000), (2, 10000, 10000), (3, 20000, 10000)]
+    for name, steps, by in (("cycle1", windows, 0), ("cycle2", [(s + 10, t + 1e6, d) for s, t, d in windows], 1e6)):
+        (tmp_path / "job").mkdir(exist_ok=True)
+        (tmp_path / "job" / f"{name}.json").write_text(json.dumps(trace_doc(0, steps, shifted(RANK0, by))))
+    db = tmp_path / "cycles.duckdb"
+    (run_id,) = ingest(db, tmp_path / "job")
+    srv = make_server(db=str(db))
+    open_page(page, f"{srv.url}/runs/{run_id}")
+    heat = page.evaluate("""() => { const t = document.getElementById('chart-gpu_idle_heatmap').data[0];
+                                    return {x: t.x, z: t.z}; }""")
+    assert heat["x"] == [1, 2, 3, 10, 11, 12]
+    assert [[v is None for v in row] for row in heat["z"]] == [[False, False, True, True, False, False]]
+    bars = page.evaluate("() => document.getElementById('chart-gpu_breakdown').data.map(t => t.y[0])")
+    assert sum(bars) == pytest.approx(100)
+    assert page.evaluate("() => document.getElementById('chart-gpu_idle_gaps').layout.yaxis.rangemode") \
+        == "nonnegative"
+    assert console_errors(page) == []
+
+
 def test_demo_serves_a_synthetic_run(tmp_path):
     port = free_port()
     db = tmp_path / "demo.duckdb"

@@ -302,9 +302,24 @@ const PolyCharts = (() => {
     return {colorscale: "Viridis"};
   }
 
+  // A break in the x values' rhythm (steps 50-60 profiled, then 3000-3010) drawn as a break: an
+  // empty column on either side keeps each cell one spacing wide, where Plotly would stretch
+  // the cells beside the gap across it, as if those steps had their values.
+  function withBreaks(xs) {
+    if (xs.length < 3 || !xs.every(Number.isFinite)) return xs;
+    const spacings = xs.slice(1).map((v, i) => v - xs[i]).sort((a, b) => a - b);
+    const spacing = spacings[Math.floor(spacings.length / 2)];
+    const out = [xs[0]];
+    for (let i = 1; i < xs.length; i++) {
+      if (xs[i] - xs[i - 1] > 2 * spacing) out.push(xs[i - 1] + spacing, xs[i] - spacing);
+      out.push(xs[i]);
+    }
+    return out;
+  }
+
   function heatmapTrace(spec, data, num, info) {
     const yCol = (spec.y || [])[0];
-    const xs = [...new Set(column(data, spec.x))].sort((a, b) => a - b);
+    const xs = withBreaks([...new Set(column(data, spec.x))].sort((a, b) => a - b));
     const ys = [...new Set(column(data, yCol))].sort((a, b) => a - b);
     const xi = data.columns.indexOf(spec.x), yi = data.columns.indexOf(yCol);
     const zi = data.columns.indexOf(spec.z);
@@ -333,6 +348,7 @@ const PolyCharts = (() => {
     const title = anchor.relative ? `${esc(label(spec.z))} / the step's mean` : esc(label(spec.z)) + unit;
     const {anchored, relative, ...colors} = anchor;
     return [{type: "heatmap", x: xs, y: ys.map(v => v === null ? "n/a" : esc(v)), z, text, ...colors,
+             hoverongaps: false,
              colorbar: {title: {text: title, side: "right"}, thickness: 12,
                         ...(relative ? {ticksuffix: "×"} : axisFormat(scale, unit))},
              hovertemplate: `${esc(label(spec.x))} %{x}<br>${esc(label(yCol))} %{y}<br>` +
@@ -496,6 +512,9 @@ const PolyCharts = (() => {
       if (hi - lo <= 30) { l.xaxis.dtick = 1; l.xaxis.tickformat = "d"; }
     }
     if (spec.kind === "heatmap") l.yaxis.type = "category";
+    // a share is never below 0%: all zeros would get Plotly's -100% to 100%, the bars lost in it
+    const shares = ["pct", "pct100"].includes(scales.y.kind) && !["heatmap", "timeline"].includes(spec.kind);
+    if (shares && !(spec.y || []).some(y => column(data, y).some(v => v < 0))) l.yaxis.rangemode = "nonnegative";
     // a scatter of figures starts its axes at 0, but for ratios (1× is even)
     if (spec.kind === "scatter") for (const a of ["x", "y"]) if (scales[a].kind !== "x") l[`${a}axis`].rangemode = "tozero";
     if (spec.kind === "hist" && !(spec.y || []).length) l.barmode = "overlay";
