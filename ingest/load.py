@@ -201,27 +201,35 @@ def _collect(paths: list[Path], forced: str | None, names: Mapping[Path, str],
     unique: dict[Path, Source] = {}
     for s in sources.expand([p for p, f in wholes.items() if not f], names):
         unique.setdefault(s.path.resolve(), s)
-    read = sources.hashed(list(sources.opened(iter(unique.values()), spool)))
+    read = list(sources.opened(iter(unique.values()), spool))
     notes = [note for s in read for note in s.notes]
-    unrecognised: dict[str, list[str]] = {}
+    unrecognised: dict[tuple[str, str], list[str]] = {}  # (archive or directory, what) -> names in it
+    recognised = []
     for s in read:
         f = InputFile(s, fmt or registry.detect(s.path))
         if f.format is not None:
-            files.append(f)
+            recognised.append(f)
         elif s.archive is not None:
-            unrecognised.setdefault(sources.short(s.archive), []).append(s.member)
-        elif not s.found:
+            unrecognised.setdefault((sources.short(s.archive), "member"), []).append(s.member)
+        elif s.found:
+            root = next(p for p in paths if p.is_dir() and s.origin.is_relative_to(p))
+            where = sources.short(sources.display(root, names))
+            unrecognised.setdefault((where, "file"), []).append(s.origin.relative_to(root).as_posix())
+        else:
             head = sources.read_head(s.path, 4096).lstrip()
             if not head:
                 raise IngestError(s.label, "empty file")
             if s.path.name.endswith((".json", ".jsonl")) and head[:1] not in (b"{", b"["):
                 raise IngestError(s.label, "not JSON: a .json or .jsonl file must start with '{' or '['")
             raise IngestError(s.label, "unknown format", _name_the_format())
+    # only what is read gets hashed: a checkpoint beside the logs costs nothing
+    sources.hashed([f.source for f in recognised])
+    files += recognised
     if not files:
         shown = ", ".join(sources.display(p, names) for p in paths)
         raise IngestError(shown, "no recognised trace file", _name_the_format())
-    files[0].notes = notes + [f"{archive}: skipped {len(members)} member(s) no format recognises, "
-                              f"e.g. {members[0]}" for archive, members in unrecognised.items()]
+    files[0].notes = notes + [f"{where}: skipped {len(skipped)} {what}(s) no format recognises, e.g. {skipped[0]}"
+                              for (where, what), skipped in unrecognised.items()]
     return files
 
 

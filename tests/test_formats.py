@@ -330,6 +330,23 @@ def test_a_zip_of_packed_files_ingests_like_the_files(tmp_path, capsys):
         con.close()
 
 
+def test_a_directory_says_what_it_skipped_and_hashes_only_what_it_reads(con, tmp_path, monkeypatch):
+    """A job's output folder: logs beside a checkpoint. The checkpoint is named in a warning and
+    never read whole (hashing it would cost seconds a GB)."""
+    from polytrace.ingest import sources
+
+    job = tmp_path / "job"
+    shutil.copytree(FORMATS / "dapo", job / "logs")
+    (job / "global_step_10").mkdir()
+    (job / "global_step_10" / "model.pt").write_bytes(b"\x80\x02" + bytes(4096))
+    hashed = []
+    sha256_file = sources.sha256_file
+    monkeypatch.setattr(sources, "sha256_file", lambda path: hashed.append(path.name) or sha256_file(path))
+    result = ingest_paths(con, [job])
+    assert result.warnings == ["job: skipped 1 file(s) no format recognises, e.g. global_step_10/model.pt"]
+    assert sorted(hashed) == sorted(p.name for p in (FORMATS / "dapo").iterdir())
+
+
 def test_archive_members_share_one_inflate_limit(con, tmp_path, monkeypatch):
     # two members of 60 kB each, within a 100 kB limit one by one but not together
     line = b'{"step": 0, "input": 10, "output": [1, 3]}\n'
