@@ -545,7 +545,7 @@ def test_serve_rejects_a_bad_setting_in_one_line(tmp_path):
                          capture_output=True, text=True, timeout=60,
                          env={**_clean_env(), "POLYTRACE_QUERY_TIMEOUT_MS": "0"})
     assert out.returncode == 2
-    assert out.stderr == "error: setting POLYTRACE_QUERY_TIMEOUT_MS: Input should be greater than 0\n"
+    assert out.stderr == "error: setting POLYTRACE_QUERY_TIMEOUT_MS: must be more than 0, not 0\n"
 
 
 def test_unusable_file_names_are_4xx(make_server):

@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from polytrace.cli import build_parser
-from polytrace.settings import Settings
+from polytrace.settings import FIELDS, Settings
 from tests.conftest import ROOT, free_port
 
 ENV_PREFIX = "POLYTRACE_"
@@ -109,7 +109,7 @@ def test_dockerfile_copies_every_package_pyproject_installs():
 
 def test_dockerfile_command_port_and_env_agree_with_cli_and_settings(monkeypatch):
     env = docker_env()
-    fields = set(Settings.model_fields)
+    fields = set(FIELDS)
     assert {k for k in env if k.startswith(ENV_PREFIX)} <= {ENV_PREFIX + f.upper() for f in fields}
     settings = serve_settings(exec_form(args_of("CMD")[0]), env, monkeypatch)
     assert settings.host == "0.0.0.0"
@@ -120,7 +120,7 @@ def test_dockerfile_command_port_and_env_agree_with_cli_and_settings(monkeypatch
 
 def test_compose_service_agrees_with_cli_settings_and_dockerfile(service, monkeypatch):
     env = compose_env(service)
-    assert set(env) <= {ENV_PREFIX + f.upper() for f in Settings.model_fields}
+    assert set(env) <= {ENV_PREFIX + f.upper() for f in FIELDS}
     settings = serve_settings(service["command"], env, monkeypatch)
     assert settings.host == "0.0.0.0" and settings.token == "s3cret"
     assert settings.exposure_warning() is None

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -17,13 +18,39 @@ def test_sizes_take_bytes_or_units(monkeypatch):
     assert s.max_inflate_bytes == 8 * 1000**3 and s.max_upload_bytes == 512 * 1024**2
     monkeypatch.setenv("POLYTRACE_MAX_INFLATE_BYTES", "1234")
     assert settings.get().max_inflate_bytes == 1234  # the cache follows the environment
+    monkeypatch.setenv("POLYTRACE_MAX_INFLATE_BYTES", "1.5 kib")
+    assert settings.get().max_inflate_bytes == 1536
+
+
+def test_every_field_reads_its_variable_and_a_given_value_wins(monkeypatch):
+    for name in settings.FIELDS:
+        monkeypatch.delenv(f"POLYTRACE_{name.upper()}", raising=False)
+    default = settings.Settings()
+    assert (default.db, default.port, default.token, default.cors_origins, default.parse_jobs,
+            default.tokenizer) == ("polytrace.duckdb", 8000, None, [], None, None)
+    monkeypatch.setenv("POLYTRACE_PORT", "9000")
+    monkeypatch.setenv("POLYTRACE_TOKEN", "")  # blank: no token
+    monkeypatch.setenv("POLYTRACE_ALLOWED_HOSTS", '["a.example", "b.example"]')
+    monkeypatch.setenv("POLYTRACE_CORS_ORIGINS", "http://a.example, http://b.example")
+    monkeypatch.setenv("POLYTRACE_TOKENIZER", "/models/tokenizer.json")
+    s = settings.load(port=8123, db="x.duckdb")
+    assert (s.port, s.db, s.token, s.allowed_hosts, s.cors_origins, s.tokenizer) == (
+        8123, "x.duckdb", None, ["a.example", "b.example"], ["http://a.example", "http://b.example"],
+        Path("/models/tokenizer.json"))
+    assert settings.Settings().port == 9000
+    with pytest.raises(TypeError, match="no setting named 'dbb'"):
+        settings.load(dbb="x")
 
 
 @pytest.mark.parametrize("name,value,message", [
-    ("POLYTRACE_MAX_INFLATE_BYTES", "lots", "setting POLYTRACE_MAX_INFLATE_BYTES: could not parse value and unit"),
-    ("POLYTRACE_PARSE_JOBS", "0", "setting POLYTRACE_PARSE_JOBS: Input should be greater than or equal to 1"),
-    ("POLYTRACE_QUERY_TIMEOUT_MS", "soon", "setting POLYTRACE_QUERY_TIMEOUT_MS: Input should be a valid integer"),
-    ("POLYTRACE_CORS_ORIGINS", "[not json", "setting POLYTRACE_CORS_ORIGINS: Value error, not a JSON list"),
+    ("POLYTRACE_MAX_INFLATE_BYTES", "lots",
+     "setting POLYTRACE_MAX_INFLATE_BYTES: not a size: 'lots' (bytes, or a number with a unit: 2GiB, 512MB)"),
+    ("POLYTRACE_MAX_UPLOAD_BYTES", "0", "setting POLYTRACE_MAX_UPLOAD_BYTES: must be more than 0, not 0"),
+    ("POLYTRACE_PARSE_JOBS", "0", "setting POLYTRACE_PARSE_JOBS: must be 1 or more, not 0"),
+    ("POLYTRACE_PORT", "70000", "setting POLYTRACE_PORT: 70000 is out of range (0 to 65535)"),
+    ("POLYTRACE_QUERY_TIMEOUT_MS", "soon", "setting POLYTRACE_QUERY_TIMEOUT_MS: not an integer: 'soon'"),
+    ("POLYTRACE_UPLOAD_TIMEOUT_S", "-1", "setting POLYTRACE_UPLOAD_TIMEOUT_S: must be more than 0, not -1.0"),
+    ("POLYTRACE_CORS_ORIGINS", "[not json", "setting POLYTRACE_CORS_ORIGINS: not a JSON list: '[not json'"),
 ])
 def test_a_bad_value_is_one_line_naming_the_variable(monkeypatch, name, value, message):
     monkeypatch.setenv(name, value)
