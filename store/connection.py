@@ -60,8 +60,8 @@ def _why_not(error: str) -> str:
         return error.splitlines()[0]
     return (f"another process has it open (PID {held['pid']}: {_command(held['pid'], held['exe'])}), "
             "and DuckDB lets no two processes open one database file when either writes it: stop "
-            "that process, or if it is `polytrace serve`, go through it (its REST API answers every "
-            "query and a run's findings, and POST /api/runs uploads)")
+            "that process, or if it is a PolyTrace server (`polytrace serve` or `demo`), go through it "
+            "(its REST API answers every query and a run's findings, and POST /api/runs uploads)")
 
 
 def _command(pid: str, exe: str) -> str:

@@ -514,7 +514,8 @@ def test_a_database_another_process_writes_is_one_line_naming_that_process_exit_
         assert out.returncode == 2
         assert out.stderr.startswith(f"error: cannot open database {db}: another process has it open "
                                      f"(PID {holder.pid}: polytrace serve --db {db}), ")
-        assert "stop that process, or if it is `polytrace serve`, go through it" in out.stderr
+        assert "stop that process, or if it is a PolyTrace server (`polytrace serve` or `demo`), go " \
+               "through it" in out.stderr
         assert out.stderr.count("\n") == 1
 
 
