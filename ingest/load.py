@@ -228,8 +228,8 @@ def _collect(paths: list[Path], forced: str | None, names: Mapping[Path, str],
     if not files:
         shown = ", ".join(sources.display(p, names) for p in paths)
         raise IngestError(shown, "no recognised trace file", _name_the_format())
-    files[0].notes = notes + [f"{where}: skipped {len(skipped)} {what}(s) no format recognises, e.g. {skipped[0]}"
-                              for (where, what), skipped in unrecognised.items()]
+    files[0].notes = notes + [f"{where}: skipped {len(skipped)} {what}(s) no format recognises, "
+                              f"e.g. {skipped[0]}" for (where, what), skipped in unrecognised.items()]
     return files
 
 

@@ -49,7 +49,7 @@ def open(path: str | Path, mode: str = "w") -> duckdb.DuckDBPyConnection:  # noq
     return con
 
 
-# DuckDB's words when another process has the file open for writing.
+# DuckDB's words when another process holds the file's lock (a writer, or a reader while we write).
 _HELD = re.compile(r"Conflicting lock is held in (?P<exe>.*?) \(PID (?P<pid>\d+)\)")
 
 
@@ -72,8 +72,7 @@ def _command(pid: str, exe: str) -> str:
         return exe
     args = [a for a in args if a]
     start = next((i for i, a in enumerate(args) if Path(a).name == "polytrace"), None)
-    words = args[start:] if start is not None else args
-    text = " ".join(["polytrace", *words[1:]] if start is not None else words) or exe
+    text = " ".join(args if start is None else ["polytrace", *args[start + 1:]]) or exe
     return text if len(text) <= 160 else text[:157] + "..."
 
 
