@@ -199,6 +199,7 @@ def _collect(paths: list[Path], forced: str | None, names: Mapping[Path, str],
     files = [InputFile(_whole_directory(p, names), f) for p, f in wholes.items() if f]
     # a file named twice (or also inside a named directory) is still one input
     unique: dict[Path, Source] = {}
+    walked = [p for p, f in wholes.items() if not f and p.is_dir()]  # the directories files are found in
     for s in sources.expand([p for p, f in wholes.items() if not f], names):
         unique.setdefault(s.path.resolve(), s)
     read = list(sources.opened(iter(unique.values()), spool))
@@ -212,7 +213,7 @@ def _collect(paths: list[Path], forced: str | None, names: Mapping[Path, str],
         elif s.archive is not None:
             unrecognised.setdefault((sources.short(s.archive), "member"), []).append(s.member)
         elif s.found:
-            root = next(p for p in paths if p.is_dir() and s.origin.is_relative_to(p))
+            root = next(p for p in walked if s.origin.is_relative_to(p))
             where = sources.short(sources.display(root, names))
             unrecognised.setdefault((where, "file"), []).append(s.origin.relative_to(root).as_posix())
         else:

@@ -30,10 +30,6 @@ def _text(value: Any) -> str:
     return str(value)
 
 
-def _optional_text(value: Any) -> str | None:
-    return str(value) if value not in (None, "") else None
-
-
 def _integer(value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, str)):
         raise ValueError(f"not an integer: {value!r}")
@@ -82,10 +78,6 @@ def _names(value: Any) -> list[str]:
     return [v.strip() for v in text.split(",") if v.strip()]
 
 
-def _path(value: Any) -> Path | None:
-    return Path(value) if value not in (None, "") else None
-
-
 def _at_least(low: float, parse: Callable[[Any], Any] = _integer, high: float | None = None):
     def checked(value: Any):
         number = parse(value)
@@ -106,6 +98,7 @@ def _above_zero(parse: Callable[[Any], Any]):
 
 
 def _optional(parse: Callable[[Any], Any]):
+    """None for no value or a blank one, else `parse`'s."""
     return lambda value: None if value in (None, "") else parse(value)
 
 
@@ -114,7 +107,7 @@ FIELDS: dict[str, tuple[Any, Callable[[Any], Any]]] = {
     # The DuckDB file of the CLI, `connect()` and the server.
     "db": ("polytrace.duckdb", _text),
     # A Parquet lake (polytrace export / ingest --lake) to serve instead of db, read-only.
-    "lake": (None, _optional_text),
+    "lake": (None, _optional(str)),
     "host": ("127.0.0.1", _text),
     "port": (8000, _at_least(0, high=65535)),
     # Sizes take a number of bytes or a unit: 2GiB, 512MB.
@@ -127,7 +120,7 @@ FIELDS: dict[str, tuple[Any, Callable[[Any], Any]]] = {
     # Rows of recent query answers kept in memory (emptied by every upload and delete); 0 is off.
     "result_cache_rows": (100_000, _at_least(0)),
     # Bearer token that POST and DELETE must present; reads stay open.
-    "token": (None, _optional_text),
+    "token": (None, _optional(str)),
     # Origins allowed by CORS: comma-separated or a JSON list; empty means CORS is off.
     "cors_origins": ((), _names),
     # Host names the server answers to besides loopback ones and `host` (comma-separated or a
@@ -142,9 +135,9 @@ FIELDS: dict[str, tuple[Any, Callable[[Any], Any]]] = {
     # upload of plain files may hold (max_upload_bytes), admits every real trace seen so far.
     "max_inflate_bytes": (2 * 1024**3, _above_zero(_size)),
     # A local tokenizer.json: verl rollout dumps count lengths in its tokens instead of characters.
-    "tokenizer": (None, _path),
+    "tokenizer": (None, _optional(Path)),
     # A directory of a site's own .sql queries in the catalog's format.
-    "extra_queries": (None, _path),
+    "extra_queries": (None, _optional(Path)),
 }
 
 

@@ -296,6 +296,7 @@ def _events_table(trace: RankTrace) -> tuple[pa.Table, list[tuple]]:
     start, end = np.ceil(ts), np.floor(ts + dur)
     rows = step_time_rows(trace.rank, start, end - start, hta_compute, step, has_step, excluded)
     keep = np.frombuffer(trace.stored, dtype=np.int8)[order].astype(bool)
+    kept_ts = ts[keep]
     ids = np.array([name_id(s) for s in trace.names], dtype=np.int64)
     table = pa.table({
         "rank": from_numpy(np.full(int(keep.sum()), trace.rank, dtype=np.int32)),
@@ -304,10 +305,10 @@ def _events_table(trace: RankTrace) -> tuple[pa.Table, list[tuple]]:
         # not cast from a dictionary: Array.cast imports pyarrow.compute (0.07 CPU-s, once a process)
         "category": from_list(_CATEGORY_NAMES[kind[keep]].tolist(), pa.string()),
         "name_id": from_numpy(ids[name_index[keep]] if n else ids[:0]),
-        "ts_us": from_numpy(ts[keep]),
+        "ts_us": from_numpy(kept_ts),
         "dur_us": from_numpy(dur[keep]),
         "hta_excluded": from_numpy(excluded[keep]),
-        "trace_start_us": from_numpy(np.full(int(keep.sum()), ts[keep][0] if keep.any() else 0.0)),
+        "trace_start_us": from_numpy(np.full(len(kept_ts), kept_ts[0] if len(kept_ts) else 0.0)),
     })
     return table, rows
 
