@@ -17,7 +17,8 @@ Each query, round after round, is timed back to back for --seconds per side:
   allows N concurrent clients;
 - REST: `polytrace serve` of this tree (a subprocess) with the result cache off, so that
   every request runs the SQL, or for a stored query (`-- stored: yes`) reads the answer the
-  run's last write kept (queries/answers.py), driven by N keep-alive httpx clients;
+  run's last write kept (queries/answers.py), driven by N keep-alive HTTP/1.1 connections of a
+  minimal asyncio client (Connection);
 - baseline REST (unless --no-baseline): the same, served by this tree with the files issue 19
   changed as they are at --baseline (HEAD by default; bench.api.baseline_tree);
 - with --cache-on, REST of this tree with the default result cache, for reference.
@@ -28,7 +29,7 @@ Prints p50/p95 latency (median over rounds, and the spread of REST p95 over roun
 REST p50 over the in-process N-thread p50, and the targets: p95 < 50 ms at N clients with
 the cache off, and REST p50 within 1.5x of in-process. Then where a request's CPU goes, in ms
 per request: the in-process N threads (the query alone), each server's process (all its
-threads: HTTP, routing, the query, JSON) and the httpx client, which shares the machine's cores.
+threads: HTTP, routing, the query, JSON) and the HTTP client, which shares the machine's cores.
 """
 from __future__ import annotations
 
@@ -45,6 +46,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from urllib.parse import urlencode, urlsplit
 
 import httpx
 import numpy as np
@@ -149,26 +151,84 @@ def in_process(con, name: str, params: dict, seconds: float, threads: int) -> li
     return times
 
 
+class Connection(asyncio.Protocol):
+    """One keep-alive HTTP/1.1 connection that sends a GET and reads its answer by its
+    Content-Length: a few microseconds of the client's CPU a request where httpx spent 1.2-1.9 ms
+    on the two cores the server runs on, so that the latency is the server's."""
+
+    def __init__(self) -> None:
+        self.buffer = bytearray()
+        self.answer: asyncio.Future | None = None
+        self.body_at: int | None = None  # where the body of the answer being read starts
+        self.end = 0  # and ends, in the buffer
+        self.status = 0
+
+    def connection_made(self, transport) -> None:
+        self.transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        self.buffer += data
+        if self.body_at is None:
+            head_end = self.buffer.find(b"\r\n\r\n")
+            if head_end < 0:
+                return
+            lines = bytes(self.buffer[:head_end]).decode("latin-1").lower().split("\r\n")
+            self.status = int(lines[0].split()[1])
+            length = next(int(line.split(":", 1)[1]) for line in lines if line.startswith("content-length:"))
+            self.body_at = head_end + 4
+            self.end = self.body_at + length
+        if len(self.buffer) >= self.end:
+            body = bytes(self.buffer[self.body_at:self.end])
+            del self.buffer[:self.end]
+            self.body_at = None
+            self.answer.set_result((self.status, body))
+
+    def connection_lost(self, exc) -> None:
+        if self.answer and not self.answer.done():
+            self.answer.set_exception(exc or ConnectionError("the server closed the connection"))
+
+    async def get(self, request: bytes) -> tuple[int, bytes]:
+        """The status and body of the answer to `request` (a whole GET, `get_request`)."""
+        self.answer = asyncio.get_running_loop().create_future()
+        self.transport.write(request)
+        return await self.answer
+
+
+def get_request(url: str, params: dict) -> bytes:
+    parts = urlsplit(url)
+    return f"GET {parts.path}?{urlencode(params)} HTTP/1.1\r\nHost: {parts.netloc}\r\n\r\n".encode()
+
+
+async def connect(url: str) -> Connection:
+    parts = urlsplit(url)
+    return (await asyncio.get_running_loop().create_connection(Connection, parts.hostname, parts.port))[1]
+
+
 async def hammer(url: str, params: dict, clients: int, seconds: float) -> tuple[list[float], int, float]:
     """`clients` keep-alive connections each sending the request back to back for `seconds`."""
+    request = get_request(url, params)
+    connections = [await connect(url) for _ in range(clients)]
     latencies: list[float] = []
     errors = 0
-    limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
-    async with httpx.AsyncClient(timeout=60, limits=limits) as client:
-        async def one() -> None:
-            nonlocal errors
-            while True:
-                start = time.perf_counter()
-                r = await client.get(url, params=params)
-                latencies.append(time.perf_counter() - start)
-                errors += r.status_code != 200
-                if start > stop:
-                    return
 
-        await client.get(url, params=params)  # warm the connection and the page cache
-        began = time.perf_counter()
-        stop = began + seconds
-        await asyncio.gather(*(one() for _ in range(clients)))
+    async def one(connection: Connection) -> None:
+        nonlocal errors
+        while True:
+            start = time.perf_counter()
+            status, _ = await connection.get(request)
+            latencies.append(time.perf_counter() - start)
+            errors += status != 200
+            if start > stop:
+                return
+
+    await connections[0].get(request)  # warm the page cache
+    began = time.perf_counter()
+    stop = began + seconds
+    try:
+        await asyncio.gather(*(one(c) for c in connections))
+    finally:
+        for c in connections:
+            c.transport.close()
     return latencies, errors, time.perf_counter() - began
 
 
@@ -185,7 +245,8 @@ PACKAGE_DIRS = ("store", "ingest", "queries", "server", "frontend", "workload")
 # What a baseline takes from its git ref: the files issue 19's page and REST work changed (a
 # file the ref lacks, like the vendored plotly bundle, is left out); everything else is this
 # work tree's, so that the two sides differ only there while other files are being edited.
-BASELINE_PATHS = ("server/routers/pages.py", "server/routers/api.py", "server/responses.py",
+BASELINE_PATHS = ("server/routers/pages.py", "server/routers/api.py", "server/responses.py", "server/deps.py",
+                  "polytrace/settings.py",
                   "server/app.py", "server/db.py", "server/watch.py", "queries/runner.py", "queries/findings.py",
                   "queries/overview.py", "queries/answers.py", "frontend/static/charts.js",
                   "frontend/templates/run.html", "frontend/templates/compare.html",
@@ -206,7 +267,7 @@ def baseline_tree(ref: str, into: Path, paths: tuple[str, ...] = BASELINE_PATHS)
     for name in PACKAGE_DIRS:
         shutil.copytree(ROOT / name, site / name, ignore=skip)
     for path in paths:
-        target = site / path
+        target = site / path.removeprefix("polytrace/")
         target.unlink(missing_ok=True)
         old = subprocess.run(["git", "-C", str(ROOT), "show", f"{ref}:{path}"], capture_output=True)
         if old.returncode == 0:
@@ -311,7 +372,7 @@ def print_cpu(queries, cpu: dict, sides: list[str], clients: int) -> None:
     """Where a request's CPU goes: the query in-process, the server process, the HTTP client."""
     servers = [s for s in sides if s not in ("alone", "threads")]
     print(f"\nCPU ms per request, median over rounds: in-process on {clients} threads (the query alone); "
-          "per server: its process (all threads) and the httpx client's")
+          "per server: its process (all threads) and the HTTP client's")
     print(f"{'query':<24} {'in-process':>10}" + "".join(f"  {s + ' server':>16} {'client':>6}" for s in servers))
     for name, _ in queries:
         line = f"{name:<24} {statistics.median(own for own, _ in cpu['threads', name]):10.2f}"

@@ -545,8 +545,12 @@ def load_views() -> dict[str, View]:
 def load_catalog() -> dict[str, Query]:
     """The bundled queries, plus any .sql files in $POLYTRACE_EXTRA_QUERIES (a site's own
     queries in the same format; tests use it for a deliberately slow query)."""
+    return _load_catalog(_extra())
+
+
+def _extra() -> str | None:
     extra = settings.get().extra_queries
-    return _load_catalog(str(extra) if extra else None)
+    return str(extra) if extra else None
 
 
 def load_query(name: str, text: str, views: Mapping[str, View], *, source: str | None = None,
@@ -577,11 +581,16 @@ def _load_catalog(extra: str | None) -> dict[str, Query]:
 def digest() -> str:
     """Changes whenever any query of the catalog does, or which are stored: what a stored result
     was computed by, and which answers a run's last refresh kept."""
-    return _digest(tuple(sorted((q.name, q.sql, q.stored) for q in load_catalog().values())))
+    return _digest(_extra())
 
 
 @lru_cache(maxsize=4)
-def _digest(queries: tuple) -> str:
+def _digest(extra: str | None) -> str:
+    return digest_of(_load_catalog(extra))
+
+
+def digest_of(catalog: Mapping[str, Query]) -> str:
+    queries = sorted((q.name, q.sql, q.stored) for q in catalog.values())
     return hashlib.sha256(repr(queries).encode()).hexdigest()[:16]
 
 
@@ -594,25 +603,36 @@ def get_query(name: str) -> Query:
 
 _TRUE = {"true", "1", "yes", "on"}
 _FALSE = {"false", "0", "no", "off"}
+# what DuckDB's integer types hold: a value outside is the caller's mistake, not the query's
+INT_RANGE = {"INTEGER": (-(2**31), 2**31 - 1), "BIGINT": (-(2**63), 2**63 - 1)}
 
 
 def _coerce(param: Param, value: Any) -> Any:
     if value is None:
         return None
     try:
-        if param.type in ("INTEGER", "BIGINT"):
-            return int(value)
-        if param.type == "DOUBLE":
-            return float(value)
-        if param.type == "BOOLEAN":
-            if isinstance(value, bool):
-                return value
-            text = str(value).lower()
-            if text in _TRUE | _FALSE:
-                return text in _TRUE
-            raise ValueError(value)
+        typed = _typed(param.type, value)
     except (TypeError, ValueError):
         raise ParamError(f"parameter {param.name!r} must be {param.type}, got {value!r}") from None
+    if param.type in INT_RANGE:
+        lo, hi = INT_RANGE[param.type]
+        if not lo <= typed <= hi:
+            raise ParamError(f"parameter {param.name!r} must be between {lo} and {hi}, got {typed}")
+    return typed
+
+
+def _typed(sql_type: str, value: Any) -> Any:
+    if sql_type in INT_RANGE:
+        return int(value)
+    if sql_type == "DOUBLE":
+        return float(value)
+    if sql_type == "BOOLEAN":
+        if isinstance(value, bool):
+            return value
+        text = str(value).lower()
+        if text in _TRUE | _FALSE:
+            return text in _TRUE
+        raise ValueError(value)
     return str(value)
 
 

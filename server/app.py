@@ -7,6 +7,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI, Request
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.openapi.docs import get_swagger_ui_html
+from fastapi.openapi.utils import get_openapi
 from fastapi.responses import HTMLResponse
 from swagger_ui_bundle import swagger_ui_path
 
@@ -61,9 +62,21 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_middleware(SecurityHeaders)
     app.add_middleware(HostCheck, settings=settings)
     app.include_router(api.build_router())
+    _documented(app, api.query_operations())
     _offline_docs(app)
     pages.mount(app)
     return app
+
+
+def _documented(app: FastAPI, operations: list) -> None:
+    """/openapi.json with these operations beside the routes the app serves."""
+    def openapi() -> dict:
+        if app.openapi_schema is None:
+            app.openapi_schema = get_openapi(title=app.title, version=app.version, description=app.description,
+                                             routes=[*app.routes, *operations])
+        return app.openapi_schema
+
+    app.openapi = openapi
 
 
 def _offline_docs(app: FastAPI) -> None:

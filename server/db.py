@@ -103,7 +103,8 @@ class Database:
             cur.close()
             with self._idle:
                 self._busy.discard(cur)
-                self._idle.notify_all()
+                if self._closing:
+                    self._idle.notify_all()
 
     @contextmanager
     def reader(self) -> Iterator[duckdb.DuckDBPyConnection]:

@@ -16,11 +16,11 @@ _bearer = HTTPBearer(auto_error=False, scheme_name="token",
                      description="POLYTRACE_TOKEN; POST and DELETE need it when it is set.")
 
 
-def _db(request: Request) -> Database:
+async def _db(request: Request) -> Database:
     return request.app.state.db
 
 
-def _settings(request: Request) -> Settings:
+async def _settings(request: Request) -> Settings:
     return request.app.state.settings
 
 

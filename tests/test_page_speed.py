@@ -1,7 +1,8 @@
 """What the page-speed work must keep true, never how fast (bench/page.py and bench/api.py
 measure that): static files answered compressed and never stale, the vendored plotly bundle
 drawing every trace type the renderer uses, charts drawn lazily that all draw, scrolled to
-or not, and a capped query answering exactly the rows it always did."""
+or not, a capped query answering exactly the rows it always did, and the REST bench's client
+reading each answer whole."""
 from __future__ import annotations
 
 import asyncio
@@ -15,6 +16,7 @@ import pytest
 from starlette.applications import Starlette
 from starlette.testclient import TestClient
 
+from bench import api as api_bench
 from polytrace.server.responses import CompressedStaticFiles, accepted_encodings
 from tests import test_browser
 from tests.test_browser import console_errors
@@ -314,3 +316,30 @@ def test_compare_pairs_share_a_scale_when_drawn_lazily(page, demo_server):
             matched += 1
     assert matched > 0
     assert console_errors(page) == []
+
+
+# ---- the REST bench's client -----------------------------------------------------------------
+
+def test_the_rest_bench_client_reads_what_httpx_reads(make_server):
+    """bench/api.py times REST through its own minimal client: on one keep-alive connection it
+    must read each answer whole (one longer than a socket read, errors too), and count errors."""
+    srv = make_server()
+    asks = [("/api/queries", {}), ("/api/queries/nope", {}), ("/api/queries/length_stats", {}),
+            ("/api/health", {}), ("/api/queries", {})]
+
+    async def read_all():
+        connection = await api_bench.connect(srv.url)
+        try:
+            return [await connection.get(api_bench.get_request(srv.url + path, params)) for path, params in asks]
+        finally:
+            connection.transport.close()
+
+    got = asyncio.run(read_all())
+    expected = [httpx.get(srv.url + path, params=params) for path, params in asks]
+    assert [status for status, _ in got] == [200, 404, 422, 200, 200]
+    assert got == [(r.status_code, r.content) for r in expected]
+    assert len(got[0][1]) > 65536  # more than one read of the socket
+    latencies, errors, _ = asyncio.run(api_bench.hammer(srv.url + "/api/queries/nope", {}, 2, 0.2))
+    assert len(latencies) >= 2 and errors == len(latencies)
+    latencies, errors, _ = asyncio.run(api_bench.hammer(srv.url + "/api/health", {}, 2, 0.2))
+    assert len(latencies) >= 2 and errors == 0
