@@ -16,6 +16,7 @@ _bearer = HTTPBearer(auto_error=False, scheme_name="token",
                      description="POLYTRACE_TOKEN; POST and DELETE need it when it is set.")
 
 
+# async: FastAPI runs a plain function dependency on a worker thread, a hop per request
 async def _db(request: Request) -> Database:
     return request.app.state.db
 
