@@ -38,7 +38,7 @@ def decode_batches(decoder: msgspec.json.Decoder, path: Path) -> Iterator[list]:
         try:
             items = decoder.decode_lines(block)
         except (msgspec.ValidationError, msgspec.DecodeError) as e:
-            raise IngestError(path, line_numbered(str(e), records, offset)) from None
+            raise IngestError(path, _with_line(line_numbered(str(e), records, offset), path)) from None
         except RecursionError:
             raise IngestError(path, "JSON nested too deeply") from None
         records += len(items)
@@ -148,6 +148,20 @@ def _key(token: bytes, path: Path) -> str:
 def encode_lines(records: list) -> bytes:
     """Records as JSON lines (a format's sample)."""
     return "".join(json.dumps(r) + "\n" for r in records).encode()
+
+
+def _with_line(message: str, path: Path) -> str:
+    """A `(byte N)` of the file's text as `(line L, byte N)`, the line an editor goes to (read
+    again, up to that byte: only a failed parse pays for it)."""
+    m = _BYTE.search(message)
+    if not m:
+        return message
+    at, line = int(m.group(1)), 1
+    for offset, block in line_blocks(path):
+        line += block.count(b"\n", 0, max(0, at - offset))
+        if offset + len(block) >= at:
+            break
+    return f"{message[:m.start()]}(line {line}, byte {at}){message[m.end():]}"
 
 
 def line_numbered(message: str, before: int = 0, offset: int = 0) -> str:

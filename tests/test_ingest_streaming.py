@@ -99,6 +99,11 @@ def test_errors_name_the_record_and_byte_of_the_file(tmp_path, monkeypatch):
     path.write_bytes((line * 7).encode() + b'{"step": 0, "input": \xff}\n')
     with pytest.raises(IngestError, match=f"not UTF-8 text \\(byte {len(line) * 7 + 21}\\)"):
         registry.get("polytrace-packed").parse(path)
+    # broken JSON: the line an editor goes to, blank lines counted, in a batch after the first
+    path.write_text(line * 4 + "\n" + line * 2 + '{"step": 0, 1: 2}\n' + line)
+    with pytest.raises(IngestError, match=r"object keys must be strings \(line 8, byte "
+                                          f"{len(line) * 6 + 1 + 12}\\)"):
+        registry.get("polytrace-packed").parse(path)
 
 
 # --- a gzip that inflates to gigabytes ------------------------------------------------------
