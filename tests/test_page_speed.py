@@ -9,6 +9,7 @@ import asyncio
 import gzip
 import math
 import os
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
@@ -334,12 +335,19 @@ def test_the_rest_bench_client_reads_what_httpx_reads(make_server):
         finally:
             connection.transport.close()
 
-    got = asyncio.run(read_all())
+    got = _on_a_thread(read_all())
     expected = [httpx.get(srv.url + path, params=params) for path, params in asks]
     assert [status for status, _ in got] == [200, 404, 422, 200, 200]
     assert got == [(r.status_code, r.content) for r in expected]
     assert len(got[0][1]) > 65536  # more than one read of the socket
-    latencies, errors, _ = asyncio.run(api_bench.hammer(srv.url + "/api/queries/nope", {}, 2, 0.2))
+    latencies, errors, _ = _on_a_thread(api_bench.hammer(srv.url + "/api/queries/nope", {}, 2, 0.2))
     assert len(latencies) >= 2 and errors == len(latencies)
-    latencies, errors, _ = asyncio.run(api_bench.hammer(srv.url + "/api/health", {}, 2, 0.2))
+    latencies, errors, _ = _on_a_thread(api_bench.hammer(srv.url + "/api/health", {}, 2, 0.2))
     assert len(latencies) >= 2 and errors == 0
+
+
+def _on_a_thread(coroutine):
+    """asyncio.run on a thread of its own: Playwright's sync API, whose browser this module's
+    other tests keep open, holds an event loop on this one."""
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, coroutine).result()

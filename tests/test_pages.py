@@ -137,8 +137,7 @@ def test_page_routes(tmp_path, make_server):
     assert stats["response_p50"] == 3.0 and stats["response_max"] == 8
     bad = httpx.get(f"{srv.url}/api/queries/length_stats", params={"run_id": run_id, "_points": "x"})
     assert bad.status_code == 422 and bad.json() == {
-        "ok": False, "error": "parameter '_points': Input should be a valid integer, unable to parse "
-                              "string as an integer", "status": 422}
+        "ok": False, "error": "parameter '_points' must be an integer, got 'x'", "status": 422}
     assert httpx.get(f"{srv.url}/ui/chart/length_stats").status_code == 404  # one data route
     # The catalog page groups queries under the catalog's sections, in its order.
     shown = re.findall(r'<section class="section" data-section="([^"]+)"', httpx.get(f"{srv.url}/queries").text)
