@@ -141,6 +141,11 @@ FIELDS: dict[str, tuple[Any, Callable[[Any], Any]]] = {
 }
 
 
+# each field's environment variable; get() looks up these few rather than walking the
+# environment, which a request does through the catalog
+VARIABLES = {name: PREFIX + name.upper() for name in FIELDS}
+
+
 class Settings:
     """The settings: each field from the keyword given, else POLYTRACE_<FIELD>, else its
     default, checked (SettingsError names the variable of a bad one)."""
@@ -167,7 +172,7 @@ class Settings:
         if unknown:
             raise TypeError(f"no setting named {unknown[0]!r}")
         for name, (default, check) in FIELDS.items():
-            variable = PREFIX + name.upper()
+            variable = VARIABLES[name]
             value = given[name] if name in given else os.environ.get(variable, default)
             try:
                 setattr(self, name, check(value))
@@ -206,12 +211,7 @@ def load(**overrides) -> Settings:
 
 def get() -> Settings:
     """The settings as the environment says now (cached while it says the same)."""
-    return _cached(tuple(os.environ.get(variable) for variable in _VARIABLES))
-
-
-# the variables Settings reads: looking up these few is cheaper than walking the environment,
-# which a request does through the catalog
-_VARIABLES = tuple(PREFIX + name.upper() for name in FIELDS)
+    return _cached(tuple(os.environ.get(variable) for variable in VARIABLES.values()))
 
 
 @lru_cache(maxsize=8)
