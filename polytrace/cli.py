@@ -170,7 +170,7 @@ def _limits():
 
 
 def cmd_query(args) -> int:
-    from polytrace.queries.catalog import get_query, load_catalog
+    from polytrace.queries.catalog import ParamError, bind, get_query, load_catalog
     from polytrace.queries.runner import run
 
     try:
@@ -178,6 +178,10 @@ def cmd_query(args) -> int:
     except KeyError:
         raise CliError(f"unknown query {args.name!r}; known: {', '.join(load_catalog())}") from None
     params = parse_params(args.param)
+    try:
+        bind(query, params)
+    except ParamError as e:
+        raise CliError(f"{e}; {query.name} takes {_signature(query)}") from None
     if args.engine == "spark":
         print_answer(run(_spark_engine(args), query, params, _limits()), args.output)
         return 0
@@ -190,6 +194,12 @@ def cmd_query(args) -> int:
         con.close()
     print_answer(answer, args.output)
     return 0
+
+
+def _signature(query) -> str:
+    """A query's parameters as `-p` takes them: name=TYPE, then its default or that it is required."""
+    return ", ".join(f"{p.name}={p.type} ({'required' if p.required else f'default {p.default}'})"
+                     for p in query.params) or "no parameters"
 
 
 def _spark_engine(args):
@@ -578,7 +588,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_ingest)
 
     p = sub.add_parser("query", help="run a catalog query")
-    p.add_argument("name")
+    p.add_argument("name", help="a catalog query, e.g. run_summary (an unknown name lists them all; "
+                                "a parameter error lists the query's parameters)")
     db_option(p)
     p.add_argument("-p", "--param", action="append", default=[], metavar="KEY=VALUE")
     p.add_argument("--output", choices=("table", "json", "csv"), default="table")

@@ -35,6 +35,19 @@ def test_cli_ingest_then_query(tmp_path):
     assert row["tail_ratio"] == 7 / 4
 
 
+
+def test_a_parameter_error_names_the_query_parameters(tmp_path):
+    db = tmp_path / "never.duckdb"
+    missing = cli("query", "gpu_time", "--db", str(db))
+    bad = cli("query", "gpu_time", "--db", str(db), "-p", "run_id=r", "-p", "include_last_step=maybe")
+    unknown = cli("query", "runs", "--db", str(db), "-p", "x=1")
+    takes = "gpu_time takes run_id=VARCHAR (required), include_last_step=BOOLEAN (default false)"
+    assert (missing.returncode, missing.stderr) == (2, f"error: missing required parameter 'run_id'; {takes}\n")
+    assert (bad.returncode, bad.stderr) == (2, f"error: parameter 'include_last_step' must be BOOLEAN, "
+                                               f"got 'maybe'; {takes}\n")
+    assert unknown.stderr == "error: unknown parameter 'x' for query 'runs'; runs takes no parameters\n"
+    assert not db.exists()  # checked before the database is opened
+
 def test_rest_serves_the_same_rows(tmp_path, make_server):
     from polytrace.ingest.load import ingest_paths
 
