@@ -32,6 +32,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -108,32 +109,47 @@ def run_child(side: str, trace_dir: Path, rss_limit_mb: float | None = None,
               site: Path | None = None) -> dict | None:
     """Run one side in a subprocess; wall time, and its process tree's RSS sampled every 0.1 s.
     None when it fails, or is killed for passing rss_limit_mb. With `site` (bench.api.baseline_tree)
-    the child imports the polytrace found there."""
+    the child imports the polytrace found there. This thread blocks in wait() so that the wall
+    ends when the child does (a poll every 0.1 s added up to 0.1 s, a tenth of a PolyTrace run),
+    not when its forkserver lets go of a pipe: the child writes to files. Another thread samples
+    the RSS meanwhile."""
     env = {**os.environ, "PYTHONPATH": str(site)} if site else None
-    started = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, __file__, "--child", side, str(trace_dir)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-    tree_peak = 0.0
-    while proc.poll() is None:
-        tree_peak = max(tree_peak, tree_rss_mb(proc.pid))
-        if rss_limit_mb and tree_peak > rss_limit_mb:
-            for pid in [proc.pid, *descendants(proc.pid)]:  # HTA's parser pool too
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except OSError:
-                    pass
-            proc.wait()
-            print(f"  {side}: killed at {tree_peak:.0f} MB of process-tree RSS", file=sys.stderr)
-            return None
-        time.sleep(0.1)
-    wall = time.perf_counter() - started
-    stdout, stderr = proc.communicate()
+    exited, peak = threading.Event(), {"mb": 0.0, "killed": False}
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        started = time.perf_counter()
+        proc = subprocess.Popen([sys.executable, __file__, "--child", side, str(trace_dir)],
+                                stdout=out, stderr=err, text=True, env=env)
+
+        def sample() -> None:
+            while not exited.wait(0.1):
+                peak["mb"] = max(peak["mb"], tree_rss_mb(proc.pid))
+                if rss_limit_mb and peak["mb"] > rss_limit_mb:
+                    peak["killed"] = True
+                    for pid in [proc.pid, *descendants(proc.pid)]:  # HTA's parser pool too
+                        try:
+                            os.kill(pid, signal.SIGKILL)
+                        except OSError:
+                            pass
+                    return
+
+        sampler = threading.Thread(target=sample, daemon=True)
+        sampler.start()
+        proc.wait()
+        wall = time.perf_counter() - started
+        exited.set()
+        sampler.join()
+        out.seek(0)
+        err.seek(0)
+        stdout, stderr = out.read(), err.read()
+    if peak["killed"]:
+        print(f"  {side}: killed at {peak['mb']:.0f} MB of process-tree RSS", file=sys.stderr)
+        return None
     if proc.returncode != 0:
         print(f"  {side} failed:\n{stderr[-2000:]}", file=sys.stderr)
         return None
     result = json.loads(stdout.strip().splitlines()[-1])
     result["wall_s"] = wall
-    result["tree_mb"] = tree_peak
+    result["tree_mb"] = peak["mb"]
     result["idle"] = {int(k): v for k, v in result["idle"].items()}
     return result
 
