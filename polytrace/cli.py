@@ -197,8 +197,10 @@ def cmd_query(args) -> int:
 
 
 def _signature(query) -> str:
-    """A query's parameters as `-p` takes them: name=TYPE, then its default or that it is required."""
-    return ", ".join(f"{p.name}={p.type} ({'required' if p.required else f'default {p.default}'})"
+    """A query's parameters as `-p` takes them: name=TYPE, then its default or that it is required,
+    and its least value if it has one."""
+    return ", ".join(f"{p.name}={p.type} ({'required' if p.required else f'default {p.default}'}"
+                     f"{'' if p.minimum is None else f', at least {p.minimum}'})"
                      for p in query.params) or "no parameters"
 
 

@@ -24,7 +24,7 @@ FINDING_COLUMNS = (("kind", "VARCHAR"), ("severity", "VARCHAR"), ("value", "DOUB
                    ("steps", "INTEGER[]"), ("stage", "VARCHAR"), ("text", "VARCHAR"),
                    ("evidence", "VARCHAR"))
 CHART_KINDS = ("line", "band", "bar", "stacked", "heatmap", "hist", "timeline", "table")
-CHART_KEYS = {"kind", "x", "y", "z", "color", "group", "shade", "xlabel", "ylabel", "title"}
+CHART_KEYS = {"kind", "x", "y", "z", "color", "group", "shade", "xlabel", "ylabel", "title", "caveat"}
 # How a number reads (headlines, chart axes and hover): pct is a 0-1 share, pct100 is already
 # 0-100, x a ratio, s/ms/us durations, gpu_h GPU-hours; tokens and count are plain numbers.
 FMT_KINDS = ("pct", "pct100", "x", "s", "ms", "us", "tokens", "bytes", "count", "gpu_h")
@@ -57,6 +57,7 @@ class Param:
     type: str
     default: str | None
     description: str
+    minimum: int | None = None  # an integer parameter's least value (`>= N`), e.g. a GPU count's 1
 
     @property
     def required(self) -> bool:
@@ -136,11 +137,16 @@ def parse_chart(spec: str) -> dict[str, Any]:
 def _param(line: str) -> Param:
     head, _, desc = line.partition("  ")
     parts = head.split()
+    minimum = None
+    if len(parts) >= 4 and parts[-2] == ">=":
+        if parts[1].upper() not in INT_RANGE or not re.fullmatch(r"-?\d+", parts[-1]):
+            raise ValueError(f"@param {parts[0]}: `>= N` needs an integer type and an integer N")
+        minimum, parts = int(parts[-1]), parts[:-2]
     if len(parts) not in (2, 4) or (len(parts) == 4 and parts[2] != "="):
-        raise ValueError(f"`@param {line}`: expected `@param NAME TYPE [= DEFAULT]  description`")
+        raise ValueError(f"`@param {line}`: expected `@param NAME TYPE [= DEFAULT] [>= N]  description`")
     if parts[1].upper() not in PARAM_TYPES:
         raise ValueError(f"@param {parts[0]}: type {parts[1]} is not one of {', '.join(PARAM_TYPES)}")
-    return Param(parts[0], parts[1].upper(), parts[3] if len(parts) == 4 else None, desc.strip())
+    return Param(parts[0], parts[1].upper(), parts[3] if len(parts) == 4 else None, desc.strip(), minimum)
 
 
 def _column(line: str) -> Column:
@@ -414,7 +420,7 @@ def _chart_problems(chart: dict[str, Any] | None, columns: set[str]) -> list[str
     if kind not in CHART_KINDS:
         return [f"@chart kind {kind!r} is not one of {', '.join(CHART_KINDS)}"]
     problems = [f"@chart key {k!r} is unknown" for k in sorted(set(chart) - CHART_KEYS)]
-    named = [chart[k] for k in ("x", "z", "color", "group") if k in chart] + list(chart.get("y", []))
+    named = [chart[k] for k in ("x", "z", "color", "group", "caveat") if k in chart] + list(chart.get("y", []))
     problems += [f"@chart names {c!r}, which is no @column" for c in named if c not in columns]
     if not set(chart.get("shade", [])) <= set(chart.get("y", [])):
         problems.append("@chart shade must name y columns")
@@ -618,6 +624,8 @@ def _coerce(param: Param, value: Any) -> Any:
         lo, hi = INT_RANGE[param.type]
         if not lo <= typed <= hi:
             raise ParamError(f"parameter {param.name!r} must be between {lo} and {hi}, got {typed}")
+        if param.minimum is not None and typed < param.minimum:
+            raise ParamError(f"parameter {param.name!r} must be at least {param.minimum}, got {typed}")
     return typed
 
 

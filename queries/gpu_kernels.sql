@@ -9,7 +9,7 @@
 -- @param run_id VARCHAR  Run to analyse.
 -- @param include_last_step BOOLEAN = false  Keep the GPU events of the last ProfilerStep window (HTA drops them).
 -- @param rank INTEGER = NULL  Only this rank; NULL for every rank.
--- @param top INTEGER = 10  Kernels kept per rank and category.
+-- @param top INTEGER = 10 >= 1  Kernels kept per rank and category.
 -- @column rank INTEGER fmt=count  Global rank.
 -- @column category VARCHAR  compute, communication or memory.
 -- @column place BIGINT fmt=count  1 for the kernel with the most total time in the rank's category.

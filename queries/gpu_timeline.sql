@@ -10,7 +10,7 @@
 -- @param run_id VARCHAR  Run to analyse.
 -- @param rank INTEGER = NULL  Rank to show; NULL for the lowest.
 -- @param step INTEGER = NULL  Profiler step to show; NULL for the rank's first.
--- @param max_bars INTEGER = 4000  Above this many events, bars are merged per time bin.
+-- @param max_bars INTEGER = 4000 >= 1  Above this many events, bars are merged per time bin.
 -- @column rank INTEGER fmt=count  Global rank shown.
 -- @column step INTEGER fmt=count  Profiler step shown; NULL when the rank has no steps (its whole trace).
 -- @column stream INTEGER fmt=count  CUDA/HIP stream: the lane.

@@ -39,7 +39,8 @@ def chrome_trace(con, run_id: str, rank: int | None = None, step: int | None = N
     key = {"run_id": run_id, "rank": rank, "step": step}
     rows = con.execute(EVENTS_SQL, {**key, "limit": max_events}).fetchall() if rank is not None else []
     if not rows:
-        raise LookupError(f"no GPU events for run {run_id!r}, rank {rank}, step {step}")
+        where = "" if rank is None else f", rank {rank}" + ("" if step is None else f", step {step}")
+        raise LookupError(f"no GPU events for run {run_id!r}{where}")
     events: list[dict[str, Any]] = [
         {"ph": "M", "name": "process_name", "pid": rank, "args": {"name": f"GPU rank {rank}"}}]
     for stream in sorted({r[0] for r in rows}):

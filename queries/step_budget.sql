@@ -34,7 +34,8 @@
 -- @column checkpoint DOUBLE fmt=s  timing_s/save_checkpoint x gpus (GPU-s).
 -- @column validation DOUBLE fmt=s  timing_s/testing x gpus (GPU-s).
 -- @column other DOUBLE fmt=s  gpu_s minus every column above (GPU-s): timing_s/adv, the driver's own work and anything not logged; negative when logged stages overlap.
--- @chart stacked x=step y=gen_busy,gen_long_tail,gen_tail_idle,gen_imbalance_idle,gen_overhead,reward,logprob,update,other,validation,weight_sync,checkpoint shade=gen_long_tail,gen_tail_idle,gen_imbalance_idle xlabel="step" ylabel="GPU time, summed over GPUs" title="Where each step's GPU time went"
+-- @column caveat VARCHAR  What the chart must say beside its bars: that the GPU count is unknown, so every figure is per GPU; NULL otherwise.
+-- @chart stacked x=step y=gen_busy,gen_long_tail,gen_tail_idle,gen_imbalance_idle,gen_overhead,reward,logprob,update,other,validation,weight_sync,checkpoint shade=gen_long_tail,gen_tail_idle,gen_imbalance_idle xlabel="step" ylabel="GPU time, summed over GPUs" caveat=caveat title="Where each step's GPU time went"
 WITH metrics AS (
     -- stage keys step_timings and verl_steps do not pivot
     SELECT
@@ -177,7 +178,9 @@ WITH metrics AS (
         p.validation_s * j.gpus AS validation,
         (p.step_s - coalesce(p.gen_s, 0) - coalesce(p.reward_s, 0) - coalesce(p.logprob_s, 0)
             - coalesce(p.update_s, 0) - coalesce(p.weight_sync_s, 0) - coalesce(p.checkpoint_s, 0)
-            - coalesce(p.validation_s, 0)) * j.gpus AS other
+            - coalesce(p.validation_s, 0)) * j.gpus AS other,
+        CASE WHEN j.gpus_from LIKE 'unknown%'
+             THEN 'GPU count unknown: every figure is per GPU (give the job''s GPU count at ingest).' END AS caveat
     FROM split p
     CROSS JOIN job j
 )
@@ -205,7 +208,8 @@ SELECT
     sum(weight_sync)::DOUBLE AS weight_sync,
     sum(checkpoint)::DOUBLE AS checkpoint,
     sum(validation)::DOUBLE AS validation,
-    sum(other)::DOUBLE AS other
+    sum(other)::DOUBLE AS other,
+    min(caveat) AS caveat
 FROM budget
 HAVING count(*) > 0 AND $include_total
 ORDER BY step NULLS LAST

@@ -9,7 +9,7 @@
 -- the config. saved_s and the GPU-hours compare each policy with as-recorded; all GPUs of the
 -- job wait for the rollout, so a second saved is a second saved on every GPU.
 -- @param run_id VARCHAR  Run to analyse.
--- @param gpus INTEGER = NULL  GPUs in the job; default the run's n_gpus, else inferred from the logged ranks.
+-- @param gpus INTEGER = NULL >= 1  GPUs in the job; default the run's n_gpus, else inferred from the logged ranks.
 -- @column step INTEGER fmt=count  Training step.
 -- @column policy VARCHAR  Simulated policy.
 -- @column predicted_s DOUBLE fmt=s  Predicted rollout time of the step: its slowest engine (s).

@@ -11,7 +11,7 @@
 -- counts its steady steps only, and says how many samples finish a step late and the tokens
 -- carried over. A cap changes the config.
 -- @param run_id VARCHAR  Run to analyse.
--- @param gpus INTEGER = NULL  GPUs in the job; default the run's n_gpus, else inferred from the logged ranks (as in whatif).
+-- @param gpus INTEGER = NULL >= 1  GPUs in the job; default the run's n_gpus, else inferred from the logged ranks (as in whatif).
 -- @column policy VARCHAR  Simulated policy.
 -- @column family VARCHAR  dispatch (the same samples placed otherwise), algorithm (partial rollout) or config (a cap).
 -- @column dispatch VARCHAR  The policy as charts name it, with what it assumes.

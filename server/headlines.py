@@ -23,11 +23,11 @@ def fmt(kind: str | None, value: Any) -> str:
     if kind in ("pct", "pct100"):
         return percent(value * 100 if kind == "pct" else value)
     if kind == "x":
-        return f"{value:.2f}×" if abs(value) < 10 else f"{value:.1f}×"
+        return f"{value:.2f}×" if abs(round(value, 2)) < 10 else f"{value:.1f}×"
     if kind in SECONDS:
         return duration(value * SECONDS[kind])
     if kind == "gpu_h":
-        return (f"{value:,.0f}" if abs(value) >= 100 else f"{value:.3g}") + " GPU-hours"
+        return (f"{value:,.0f}" if abs(value) >= 100 else significant(value)) + " GPU-hours"
     if kind == "bytes":
         return _bytes(value)
     return _plain(value)
@@ -38,7 +38,7 @@ def percent(pct: float) -> str:
     if abs(pct) >= 10:
         return f"{pct:.0f}%"
     if pct != 0 and abs(pct) < 0.1:
-        return f"{pct:.1g}%"
+        return f"{significant(pct, 1)}%"
     return f"{pct:.1f}%"
 
 
@@ -47,22 +47,37 @@ def duration(seconds: float) -> str:
         return f"{seconds:,.0f} s"
     if abs(seconds) >= 1 or seconds == 0:
         return f"{seconds:.1f} s"
-    if abs(seconds) >= 1e-3:
-        return f"{seconds * 1e3:.3g} ms"
-    return f"{seconds * 1e6:.3g} µs"
+    # below a second in ms, below a ms in µs, by the value as rounded (0.9996 s reads 1.0 s)
+    if abs(float(f"{seconds * 1e3:.3g}")) >= 1000:
+        return f"{seconds:.1f} s"
+    if abs(float(f"{seconds * 1e6:.3g}")) >= 1000:
+        return f"{significant(seconds * 1e3)} ms"
+    return f"{significant(seconds * 1e6)} µs"
+
+
+def significant(value: float, digits: int = 3) -> str:
+    """`value` rounded to `digits` significant digits, written out in full with thousands
+    separators as the pages' charts write it (999.5 reads 1,000 and 7.66e-06 reads 0.00000766),
+    never in exponent notation."""
+    rounded = float(f"{value:.{digits}g}")
+    if rounded == 0:
+        return "0"
+    decimals = max(0, digits - 1 - math.floor(math.log10(abs(rounded))))
+    text = f"{rounded:,.{decimals}f}"
+    return text.rstrip("0").rstrip(".") if decimals else text
 
 
 def _bytes(value: float) -> str:
     unit = 0
     while abs(value) >= 1000 and unit < len(BYTE_UNITS) - 1:
         value, unit = value / 1000, unit + 1
-    return f"{value:.0f} {BYTE_UNITS[unit]}" if unit == 0 else f"{value:.3g} {BYTE_UNITS[unit]}"
+    return f"{value:.0f} {BYTE_UNITS[unit]}" if unit == 0 else f"{significant(value)} {BYTE_UNITS[unit]}"
 
 
 def _plain(value: float) -> str:
     if isinstance(value, int) or value == int(value):
         return f"{int(value):,}"
-    return f"{value:,.3g}" if abs(value) < 1000 else f"{value:,.0f}"
+    return significant(value) if abs(value) < 1000 else f"{value:,.0f}"
 
 
 def _number(value: Any) -> bool:
@@ -89,7 +104,7 @@ def ratio(a: Any, b: Any) -> str:
     if not (_number(a) and _number(b)) or a == 0 or b / a < 0:
         return ""
     r = b / a
-    return "B equals A" if abs(r - 1) < 0.0005 else f"B is {r:.3g}× A"
+    return "B equals A" if abs(r - 1) < 0.0005 else f"B is {significant(r)}× A"
 
 
 def step_span(steps: list[int] | None, bridge: bool = False) -> str:

@@ -125,6 +125,14 @@ def test_bad_query_parameters_are_422_naming_the_parameter(make_server):
     assert_error(httpx.get(histogram, params={"run_id": "x", "step_to": 2**31}), 422, "'step_to'")
     ok = httpx.get(histogram, params={"run_id": "x", "step_from": 0, "step_to": 2**31 - 1})
     assert ok.json() == {"ok": True, "columns": ok.json()["columns"], "rows": [], "truncated": False}
+    # a GPU count is at least 1 (`@param gpus INTEGER = NULL >= 1`): -1 GPUs flipped the policies' order
+    savings = f"{srv.url}/api/queries/whatif_savings"
+    for gpus in (-1, 0):
+        assert_error(httpx.get(savings, params={"run_id": "x", "gpus": gpus}), 422,
+                     f"parameter 'gpus' must be at least 1, got {gpus}")
+    assert httpx.get(savings, params={"run_id": "x", "gpus": 1}).status_code == 200
+    documented = httpx.get(f"{srv.url}/openapi.json").json()["paths"]["/api/queries/whatif_savings"]["get"]
+    assert next(p for p in documented["parameters"] if p["name"] == "gpus")["schema"]["anyOf"][0]["minimum"] == 1
 
 
 def test_upload_get_list_delete_a_run(make_server, tmp_path):
@@ -629,3 +637,7 @@ def test_perfetto_download_is_capped_at_the_row_cap(make_server, tmp_path):
     assert doc["otherData"]["truncated"] is True
     missing = httpx.get(f"{srv.url}/ui/perfetto", params={"run_id": run, "rank": 5})
     assert_error(missing, 404, "no GPU events")
+    # a run with no profiled rank at all: no "rank None" reaches the user
+    nothing = httpx.get(f"{srv.url}/ui/perfetto", params={"run_id": "nope"})
+    assert_error(nothing, 404, "no GPU events for run 'nope'")
+    assert "None" not in nothing.json()["error"]

@@ -286,6 +286,17 @@ def test_step_range_links_charts(page, three_runs):
     page.wait_for_selector("#chart-rollout_tail[data-range='all']")
     assert page.url.endswith(f"/runs/{run_id}")
     assert sum(page.evaluate("document.getElementById('chart-length_histogram').data[0].y")) == 6 * 768
+    # A step typed as 1e9 is past the last step (parseInt read it as 1): the range ends there.
+    page.fill("#step-from", "1")
+    page.fill("#step-to", "1e9")
+    page.click("#range-apply")
+    page.wait_for_selector("#chart-rollout_tail[data-range='1-5']")
+    assert page.input_value("#step-to") == "5"
+    # A step that is no number changes nothing and says why.
+    page.fill("#step-from", "")
+    page.click("#range-apply")
+    assert page.evaluate("document.getElementById('step-from').validationMessage") == "Enter a step number"
+    assert page.locator("#chart-rollout_tail").get_attribute("data-range") == "1-5"
     # A long tail reads on a log scale at a click.
     card = page.locator(".chart-card[data-query='length_histogram']")
     card.locator(".log-toggle input").check()
@@ -597,6 +608,10 @@ def test_collapse_is_found_and_marked_on_the_training_health_charts(page, make_s
         named = page.evaluate(f"""() => document.getElementById('{el_id}').data
             .filter(t => t.meta && t.meta.finding === 'collapse').map(t => t.hovertemplate)""")
         assert named == ["<b>collapse</b> (critical finding)<extra></extra>"], el_id
+    # A log does not say how many GPUs the job had: the budget chart says its figures are per GPU.
+    budget = page.locator(".chart-card[data-query='step_budget']")
+    assert budget.locator(".note").inner_text() == (
+        "GPU count unknown: every figure is per GPU (give the job's GPU count at ingest).")
     # Its steps link: every step chart shows the collapse.
     first.locator("button.zoom").click()
     page.wait_for_selector(f"#range-bar[data-range='{lo}-{hi}']")

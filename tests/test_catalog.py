@@ -148,7 +148,9 @@ def test_the_probe_itself_is_fine():
 
 BROKEN = [
     (GOOD.replace("@param run_id VARCHAR  Run to analyse.", "@param run_id"),
-     "`@param run_id`: expected `@param NAME TYPE [= DEFAULT]  description`"),
+     "`@param run_id`: expected `@param NAME TYPE [= DEFAULT] [>= N]  description`"),
+    (GOOD.replace("@param run_id VARCHAR  Run", "@param run_id VARCHAR >= 1  Run"),
+     "@param run_id: `>= N` needs an integer type and an integer N"),
     (GOOD.replace("@param run_id VARCHAR  Run", "@param run_id TEXT  Run"),
      "@param run_id: type TEXT is not one of VARCHAR, INTEGER, BIGINT, DOUBLE, BOOLEAN"),
     (GOOD.replace("@column step INTEGER fmt=count  Training step.", "@column step"),

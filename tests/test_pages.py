@@ -101,6 +101,15 @@ def test_number_formats_follow_the_fmt_tag():
     assert fmt(None, 0.123456) == "0.123"
     assert fmt("pct", None) == "n/a"
     assert fmt("pct", float("nan")) == "nan"
+    # never in exponent notation, rounded before the unit is chosen
+    assert fmt(None, 999.5) == "1,000"
+    assert fmt(None, -1.13e-06) == "-0.00000113"
+    assert fmt("gpu_h", 7.66e-06) == "0.00000766 GPU-hours"
+    assert fmt("pct100", 4e-05) == "0.00004%"
+    assert fmt("s", 0.9996) == "1.0 s"
+    assert fmt("s", 0.0009996) == "1 ms"
+    assert fmt("x", 9.999) == "10.0×"
+    assert ratio(1, 1234.5) == "B is 1,230× A"
 
 
 def test_pages_pick_queries_from_the_catalog_alone():

@@ -46,6 +46,10 @@ def test_a_parameter_error_names_the_query_parameters(tmp_path):
     assert (bad.returncode, bad.stderr) == (2, f"error: parameter 'include_last_step' must be BOOLEAN, "
                                                f"got 'maybe'; {takes}\n")
     assert unknown.stderr == "error: unknown parameter 'x' for query 'runs'; runs takes no parameters\n"
+    # a declared least value (`>= 1`) is checked, and said with the parameters
+    none = cli("query", "whatif_savings", "--db", str(db), "-p", "run_id=r", "-p", "gpus=0")
+    assert (none.returncode, none.stderr) == (2, "error: parameter 'gpus' must be at least 1, got 0; whatif_savings "
+                                                 "takes run_id=VARCHAR (required), gpus=INTEGER (default NULL, at least 1)\n")
     assert not db.exists()  # checked before the database is opened
 
 def test_rest_serves_the_same_rows(tmp_path, make_server):

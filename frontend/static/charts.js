@@ -83,15 +83,16 @@ const PolyCharts = (() => {
   const plain = v => Number.isInteger(v) ? en(v) :
     Math.abs(v) < 1000 ? en(v, {maximumSignificantDigits: 3}) : en(v, {maximumFractionDigits: 0});
   // 41%, 3.8%, and one significant digit below 0.1% (0.02%), never a 0.0% that is not 0
-  const percent = p => `${Math.abs(p) >= 10 ? p.toFixed(0) : p !== 0 && Math.abs(p) < 0.1 ? Number(p.toPrecision(1)) : p.toFixed(1)}%`;
+  const percent = p => `${Math.abs(p) >= 10 ? p.toFixed(0) : p !== 0 && Math.abs(p) < 0.1 ? en(p, {maximumSignificantDigits: 1}) : p.toFixed(1)}%`;
 
   function duration(sec) {
     const a = Math.abs(sec);
     if (a >= 3 * 3600) return `${en(sec / 3600, {maximumSignificantDigits: 3})} h`;
     if (a >= 600) return `${en(sec / 60, {maximumFractionDigits: 0})} min`;
     if (a >= 100) return `${en(sec, {maximumFractionDigits: 0})} s`;
-    if (a >= 1 || sec === 0) return `${sec.toFixed(1)} s`;
-    if (a >= 1e-3) return `${en(sec * 1e3, {maximumSignificantDigits: 3})} ms`;
+    // below a second in ms, below a ms in µs, by the value as rounded (0.9996 s reads 1.0 s)
+    if (a >= 1 || sec === 0 || Math.abs(Number((sec * 1e3).toPrecision(3))) >= 1000) return `${sec.toFixed(1)} s`;
+    if (Math.abs(Number((sec * 1e6).toPrecision(3))) >= 1000) return `${en(sec * 1e3, {maximumSignificantDigits: 3})} ms`;
     return `${en(sec * 1e6, {maximumSignificantDigits: 3})} µs`;
   }
 
@@ -783,6 +784,8 @@ const PolyCharts = (() => {
     if (d.downsampled) parts.push(`Downsampled on the server: ${d.downsampled.steps.toLocaleString()} steps ` +
       `shown as ${d.downsampled.points} points, each the mean of ${d.downsampled.width} steps; zoom in for full detail.`);
     if (d.truncated) parts.push("Rows were cut at the server's row cap.");
+    const caveat = d.columns.indexOf(entry.info.chart.caveat);
+    if (caveat >= 0) parts.push(...new Set(d.rows.map(r => r[caveat]).filter(Boolean)));
     box.textContent = parts.join(" ");
   }
 

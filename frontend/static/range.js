@@ -6,8 +6,12 @@ const PolyRange = {
     if (!bar) return;
     const from = bar.querySelector("#step-from"), to = bar.querySelector("#step-to");
     const apply = () => {
-      const lo = parseInt(from.value, 10), hi = parseInt(to.value, 10);
-      if (Number.isFinite(lo) && Number.isFinite(hi)) PolyCharts.setRange(Math.min(lo, hi), Math.max(lo, hi));
+      const lo = PolyRange.step(from.value), hi = PolyRange.step(to.value);
+      for (const [input, value] of [[from, lo], [to, hi]]) {
+        input.setCustomValidity(value === null ? "Enter a step number" : "");
+        if (value === null) { input.reportValidity(); return; }
+      }
+      PolyCharts.setRange(Math.min(lo, hi), Math.max(lo, hi));
     };
     bar.querySelector("#range-apply").addEventListener("click", apply);
     bar.querySelector("#range-reset").addEventListener("click", () => PolyCharts.setRange(null, null));
@@ -34,8 +38,15 @@ const PolyRange = {
   // The step range the URL names, or null.
   fromUrl() {
     const q = new URLSearchParams(location.search);
-    const lo = parseInt(q.get("step_from"), 10), hi = parseInt(q.get("step_to"), 10);
-    return Number.isFinite(lo) && Number.isFinite(hi) ? [Math.min(lo, hi), Math.max(lo, hi)] : null;
+    const lo = PolyRange.step(q.get("step_from")), hi = PolyRange.step(q.get("step_to"));
+    return lo !== null && hi !== null ? [Math.min(lo, hi), Math.max(lo, hi)] : null;
+  },
+
+  // A step as typed or in the URL, or null: "1e9" is 1,000,000,000 (the charts clamp it to the
+  // run's last step), not the 1 parseInt reads.
+  step(text) {
+    const value = text === null || text.trim() === "" ? NaN : Number(text);
+    return Number.isFinite(value) ? Math.round(value) : null;
   },
 
   // Draw a page's charts with its findings marked, at the URL's step range.

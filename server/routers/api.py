@@ -668,7 +668,7 @@ async def run_query(name: str, request: Request, db: DbDep, settings: SettingsDe
 def _param_annotation(p) -> Any:
     py = _PY_TYPES.get(p.type, str)
     lo_hi = INT_RANGE.get(p.type)
-    extra = {"ge": lo_hi[0], "le": lo_hi[1]} if lo_hi else {}
+    extra = {"ge": max(lo_hi[0], p.minimum or lo_hi[0]), "le": lo_hi[1]} if lo_hi else {}
     default = "" if p.required or p.default.upper() == "NULL" else f" Default: {p.default}."
     doc = f"{p.description}{default}".strip()
     annotation = py if p.required else py | None
