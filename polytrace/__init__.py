@@ -13,19 +13,24 @@ def default_db() -> str:
 
 
 class Client:
-    """A PolyTrace database opened for analysis (and ingest)."""
+    """A PolyTrace database opened for analysis, read-only as `polytrace query` opens it, so that
+    a notebook left open blocks no other reader; with write=True, the one writer, for ingest."""
 
-    def __init__(self, db: str | Path):
+    def __init__(self, db: str | Path, write: bool = False):
         from polytrace import store
 
         self.db = str(db)
-        self.con = store.open(self.db, "w")
+        self.write = write
+        self.con = store.open(self.db, "w" if write else "r")
 
     def ingest(self, *paths: str | Path, name: str | None = None, format: str | None = None,
                force: bool = False) -> str:
         from polytrace.ingest.load import ingest_paths
         from polytrace.queries import overview
+        from polytrace.store import StoreError
 
+        if not self.write:
+            raise StoreError(f"{self.db} is open read-only: connect(write=True) to ingest")
         result = ingest_paths(self.con, [Path(p) for p in paths], name=name, format=format, force=force)
         if not result.existing:
             overview.refresh(self.con, result.run_ids)
@@ -59,6 +64,7 @@ class Client:
         self.close()
 
 
-def connect(db: str | Path | None = None) -> Client:
-    """Open a PolyTrace database (default: $POLYTRACE_DB or ./polytrace.duckdb)."""
-    return Client(db or default_db())
+def connect(db: str | Path | None = None, write: bool = False) -> Client:
+    """Open a PolyTrace database (default: $POLYTRACE_DB or ./polytrace.duckdb): read-only, and it
+    must exist; with write=True it is created if need be, for `Client.ingest`."""
+    return Client(db or default_db(), write)

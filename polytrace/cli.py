@@ -104,9 +104,10 @@ _FACT_FLAGS = {"max_response_len": "--max-response-len", "n_gpus": "--gpus"}
 def _run_overrides(args) -> dict:
     """Run facts given on the command line, for inputs that do not carry them."""
     given = {fact: (flag, getattr(args, fact)) for fact, flag in _FACT_FLAGS.items()}
+    top = 2**31 - 1  # the runs table's INTEGER columns, as the upload form checks them
     for flag, value in given.values():
-        if value is not None and value < 1:
-            raise CliError(f"{flag} must be at least 1, got {value}")
+        if value is not None and not 1 <= value <= top:
+            raise CliError(f"{flag} must be an integer from 1 to {top}, got {value}")
     return {k: v for k, (_, v) in given.items() if v is not None}
 
 
@@ -307,6 +308,8 @@ def cmd_watch(args) -> int:
     from polytrace.server import watch
 
     directories = _watched(args.directories)
+    if args.server and not _http_url(args.server):
+        raise CliError(f"--server {args.server!r}: expected the server's address as http://HOST:PORT")
 
     def say(text: str) -> None:
         print(f"watch: {text}", file=sys.stderr)
@@ -327,11 +330,21 @@ def cmd_watch(args) -> int:
             print(f"following {d} as run {f.sink.run_id}", file=sys.stderr)
             if lines:  # a watcher killed between an append and its line: the line, again
                 lines.mark(f.sink.run_id)
-        watch.follow(followers, threading.Event(), args.poll, say, once=args.once, lines=lines)
+        went_through = watch.follow(followers, threading.Event(), args.poll, say, once=args.once, lines=lines)
     finally:
         if con is not None:
             con.close()
-    return 0
+    return 0 if went_through else 1
+
+
+def _http_url(text: str) -> bool:
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(text)
+        return parts.scheme in ("http", "https") and bool(parts.hostname) and (parts.port or 1) > 0
+    except ValueError:  # a port that is no number
+        return False
 
 
 def cmd_demo(args) -> int:
@@ -407,12 +420,25 @@ def _multiple(engines: tuple[str, float]) -> float:
 
 
 def _engines_for_samples(engines, con, run_id: str) -> int | None:
-    """An absolute engine count for the per-sample simulation; xK scales the run's dp ranks."""
-    if engines is None or engines[0] == "=":
-        return None if engines is None else int(engines[1])
-    _multiple(engines)
-    recorded = con.execute("SELECT 1 + max(dp_rank) FROM samples WHERE run_id = ?", [run_id]).fetchone()[0]
-    return max(1, round(engines[1] * (recorded or 1)))
+    """An absolute engine count for the per-sample simulation; xK scales the run's dp ranks. An
+    engine beyond the largest step's samples would only sit idle (and cost the simulation its
+    time and memory), so a count past them is refused."""
+    if engines is None:
+        return None
+    if engines[0] == "=":
+        count = int(engines[1])
+        if count < 1:
+            raise CliError(f"--engines must be at least 1, got {count}")
+    else:
+        recorded = con.execute("SELECT 1 + max(dp_rank) FROM samples WHERE run_id = ?", [run_id]).fetchone()[0]
+        count = max(1, round(_multiple(engines) * (recorded or 1)))
+    most = con.execute("SELECT max(n) FROM (SELECT count(*) AS n FROM samples WHERE run_id = ? GROUP BY step)",
+                       [run_id]).fetchone()[0]
+    if most is not None and count > most:
+        given = f"{count:,} engines" if engines[0] == "=" else f"x{engines[1]:g} means {count:,} engines"
+        raise CliError(f"--engines {given}, more than the {most:,} samples of the run's largest step: an "
+                       "engine without a sample only sits idle")
+    return count
 
 
 def cmd_simulate(args) -> int:

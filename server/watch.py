@@ -232,17 +232,19 @@ def follower(directory: Path, sink_for: Callable[[str, str, str], Any], *, settl
 
 
 def follow(followers: list[Follower], stop: threading.Event, poll_s: float = POLL_S, say: Say = print,
-           once: bool = False, lines: OverviewLines | None = None) -> None:
+           once: bool = False, lines: OverviewLines | None = None) -> bool:
     """Tick every follower until `stop` is set (or once), saying which steps each appended; a
     failing tick is said once and retried. `lines` (a follower's own, without a thread of its
-    own) is flushed after every round."""
+    own) is flushed after every round. Whether every tick of the last round went through."""
     said = set()
     while True:
+        failed = False
         for f in followers:
             try:
                 if steps := f.tick():
                     say(f"{f.root}: {step_span(steps)} appended")
             except (IngestError, OSError, duckdb.Error) as e:
+                failed = True
                 text = f"{f.root}: {e}"
                 if text not in said:
                     said.add(text)
@@ -250,7 +252,7 @@ def follow(followers: list[Follower], stop: threading.Event, poll_s: float = POL
         if lines:
             lines.flush(force=once)
         if once or stop.wait(poll_s):
-            return
+            return not failed
 
 
 class Watching:

@@ -441,6 +441,23 @@ def test_a_rotated_log_is_said_once_and_followed_from_its_first_byte(tmp_path):
     con.close()
 
 
+def test_a_pusher_with_no_server_to_push_to_fails(watched):
+    """A --server that is no address is refused in one line; one that cannot be reached is said,
+    and `--once` (the job is over) exits non-zero: nothing was pushed."""
+    (watched / "output.log").write_text("step:1 - a:1\n")
+
+    def push(server: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "polytrace", "watch", str(watched), "--server", server, "--once"],
+                              check=False, cwd=ROOT, capture_output=True, text=True, timeout=WAIT_S)
+
+    bad = push("notaurl")
+    assert (bad.returncode, bad.stderr) == (
+        2, "error: --server 'notaurl': expected the server's address as http://HOST:PORT\n")
+    away = push("http://127.0.0.1:1")
+    assert away.returncode == 1 and "cannot reach http://127.0.0.1:1" in away.stderr, away.stderr
+    assert "Traceback" not in away.stderr
+
+
 def test_a_pusher_resumes_from_what_the_server_committed_and_etags_follow_writes(make_server, watched, tmp_path):
     """`polytrace watch DIR --server URL --token T` twice over a growing directory: the second
     push resumes from the server's offsets; the run equals a batch ingest. Appends need the token,

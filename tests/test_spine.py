@@ -66,3 +66,28 @@ def test_rest_serves_the_same_rows(tmp_path, make_server):
     assert body["ok"] is True and body["truncated"] is False
     assert body["columns"][:2] == ["step", "n"]
     assert body["rows"][0][:2] == [0, 4]
+
+
+def test_a_notebook_reads_through_connect_without_taking_the_database(tmp_path):
+    import pytest
+
+    from polytrace import connect
+
+    src = tmp_path / "packed_lengths_step_0.jsonl"
+    src.write_text(PACKED)
+    db = tmp_path / "n.duckdb"
+    with pytest.raises(store.StoreError, match="no database at"):
+        connect(db)  # a missing file is an error, never a new empty database
+    assert not db.exists()
+    with connect(db, write=True) as writer:
+        run_id = writer.ingest(src)
+    with connect(db) as notebook:
+        # lengths 1, 3, 5, 7: median 4, max 7 (as over the CLI)
+        stats = notebook.query("length_stats", run_id=run_id).to_dicts()
+        assert [(r["n"], r["response_p50"], r["response_max"]) for r in stats] == [(4, 4.0, 7)]
+        # another reader opens the file meanwhile
+        q = cli("query", "runs", "--db", str(db), "--output", "json")
+        assert q.returncode == 0, q.stderr
+        assert [r["run_id"] for r in json.loads(q.stdout)] == [run_id]
+        with pytest.raises(store.StoreError, match="read-only: connect\\(write=True\\) to ingest"):
+            notebook.ingest(src)

@@ -361,6 +361,18 @@ def test_simulate_engines_as_a_multiple_of_the_recorded(tmp_path, db_path, con, 
         printed[engines] = json.loads(capsys.readouterr().out)
     assert printed["x2"] == printed["4"]
     assert {r["engine"] for r in printed["x2"] if r["policy"] == "round-robin"} == {0, 1, 2, 3, None}
+    # 0 engines ran as the default; more engines than the step's 8 samples only sit idle (10**8
+    # of them ran out of time)
+    simulate = ["simulate", run, "--db", str(db_path), "--calibration", str(tmp_path / "calib.json"), "--engines"]
+    assert main([*simulate, "0"]) == 2
+    assert capsys.readouterr().err == "error: --engines must be at least 1, got 0\n"
+    assert main([*simulate, "100000000"]) == 2
+    assert capsys.readouterr().err == ("error: --engines 100,000,000 engines, more than the 8 samples of the run's "
+                                       "largest step: an engine without a sample only sits idle\n")
+    assert main([*simulate, "x5"]) == 2
+    assert "--engines x5 means 10 engines, more than the 8 samples" in capsys.readouterr().err
+    assert main([*simulate, "8", "--output", "json"]) == 0
+    capsys.readouterr()
 
 
 def test_simulate_cli_errors_are_one_line(db_path, capsys):
@@ -447,7 +459,10 @@ def test_ingest_cli_sets_the_cap_and_gpus_when_the_input_lacks_them(tmp_path, db
     write_jsonl(trace / "packed_lengths_step_0.jsonl",
                 packed_lines(0, np.array([5]), np.array([[3, 8]]), np.array([0]), tp=1))
     assert main(["ingest", str(trace), "--db", str(db_path), "--max-response-len", "0"]) == 2
-    assert capsys.readouterr().err == "error: --max-response-len must be at least 1, got 0\n"
+    assert capsys.readouterr().err == "error: --max-response-len must be an integer from 1 to 2147483647, got 0\n"
+    assert main(["ingest", str(trace), "--db", str(db_path), "--max-response-len", "99999999999"]) == 2
+    assert capsys.readouterr().err == ("error: --max-response-len must be an integer from 1 to 2147483647, "
+                                       "got 99999999999\n")
     assert main(["ingest", str(trace), "--db", str(db_path), "--max-response-len", "8",
                  "--gpus", "4"]) == 0
     run_id = capsys.readouterr().out.strip()
