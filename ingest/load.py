@@ -225,13 +225,27 @@ def _collect(paths: list[Path], forced: str | None, names: Mapping[Path, str],
             raise IngestError(s.label, "unknown format", _name_the_format())
     # only what is read gets hashed: a checkpoint beside the logs costs nothing
     sources.hashed([f.source for f in recognised])
-    files += recognised
+    distinct, repeats = _read_once(recognised)
+    files += distinct
     if not files:
         shown = ", ".join(sources.display(p, names) for p in paths)
         raise IngestError(shown, "no recognised trace file", _name_the_format())
     files[0].notes = notes + [f"{where}: skipped {len(skipped)} {what}(s) no format recognises, "
                               f"e.g. {skipped[0]}" for (where, what), skipped in unrecognised.items()]
+    files[0].notes += repeats
     return files
+
+
+def _read_once(files: list[InputFile]) -> tuple[list[InputFile], list[str]]:
+    """Each content once, as its first input, and a line for each input left out: a run recorded
+    twice in one tree, or a file copied beside itself, would count every row of it twice."""
+    first: dict[str, InputFile] = {}
+    repeats = []
+    for f in files:
+        earlier = first.setdefault(f.source.sha256, f)
+        if earlier is not f:
+            repeats.append(f"{f.source.name} has the same bytes as {earlier.source.name}: read once")
+    return list(first.values()), repeats
 
 
 def _name_the_format() -> Hint:
