@@ -46,14 +46,33 @@ def parquet_bytes(answer: Answer) -> bytes:
     return sink.getvalue()
 
 
+def significant(value: float, digits: int = 3) -> str:
+    """`value` rounded to `digits` significant digits, written out in full with thousands
+    separators as the pages' charts write it (999.5 reads 1,000 and 7.66e-06 reads 0.00000766),
+    never in exponent notation."""
+    if not math.isfinite(value):
+        return str(value)
+    rounded = float(f"{value:.{digits}g}")
+    if rounded == 0:
+        return "0"
+    decimals = max(0, digits - 1 - math.floor(math.log10(abs(rounded))))
+    text = f"{rounded:,.{decimals}f}"
+    return text.rstrip("0").rstrip(".") if decimals else text
+
+
 def terminal_table(answer: Answer):
-    """A rich Table: floats to 4 significant digits, NULL as blank."""
+    """A rich Table: floats to 4 significant digits (whole from 1,000 up), never in exponent
+    notation; NULL as blank."""
     from rich.table import Table
 
     table = Table(*answer.columns)
     for r in answer.rows:
-        table.add_row(*("" if v is None else f"{v:.4g}" if isinstance(v, float) else str(v) for v in r))
+        table.add_row(*("" if v is None else _float_cell(v) if isinstance(v, float) else str(v) for v in r))
     return table
+
+
+def _float_cell(value: float) -> str:
+    return f"{value:,.0f}" if math.isfinite(value) and abs(value) >= 1000 else significant(value, 4)
 
 
 def polars(answer: Answer):

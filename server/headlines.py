@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from polytrace.queries.render import significant
+
 SECONDS = {"s": 1.0, "ms": 1e-3, "us": 1e-6}
 BYTE_UNITS = ("B", "kB", "MB", "GB", "TB", "PB")
 MINUS = "\u2212"
@@ -53,18 +55,6 @@ def duration(seconds: float) -> str:
     if abs(float(f"{seconds * 1e6:.3g}")) >= 1000:
         return f"{significant(seconds * 1e3)} ms"
     return f"{significant(seconds * 1e6)} µs"
-
-
-def significant(value: float, digits: int = 3) -> str:
-    """`value` rounded to `digits` significant digits, written out in full with thousands
-    separators as the pages' charts write it (999.5 reads 1,000 and 7.66e-06 reads 0.00000766),
-    never in exponent notation."""
-    rounded = float(f"{value:.{digits}g}")
-    if rounded == 0:
-        return "0"
-    decimals = max(0, digits - 1 - math.floor(math.log10(abs(rounded))))
-    text = f"{rounded:,.{decimals}f}"
-    return text.rstrip("0").rstrip(".") if decimals else text
 
 
 def _bytes(value: float) -> str:

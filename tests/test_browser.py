@@ -612,6 +612,8 @@ def test_collapse_is_found_and_marked_on_the_training_health_charts(page, make_s
     budget = page.locator(".chart-card[data-query='step_budget']")
     assert budget.locator(".note").inner_text() == (
         "GPU count unknown: every figure is per GPU (give the job's GPU count at ingest).")
+    # Its rollout is timed (timing_s/gen): the page offers a simulation fitted to the run's own log.
+    assert "fits a cost model to the run's own log" in page.inner_text(".whatif-offer")
     # Its steps link: every step chart shows the collapse.
     first.locator("button.zoom").click()
     page.wait_for_selector(f"#range-bar[data-range='{lo}-{hi}']")

@@ -172,7 +172,7 @@ def test_run_page_offers_a_simulation_until_there_is_one(tmp_path, make_server):
     assert 'data-query="whatif"' not in page
     # The rollout bars draw from the generic renderer's grouped, shaded stacked kind.
     assert 'data-query="rollout_busy" data-kind="stacked"' in page
-    # No per-rank samples, nothing to simulate: no button.
+    # No per-rank samples, and one timed step is too few to fit: no button.
     assert 'id="whatif-run"' not in httpx.get(f"{srv.url}/runs/{verl_id}").text
     srv.app.state.db.write(lambda cur: simulate_and_store(cur, run_id))
     page = httpx.get(f"{srv.url}/runs/{run_id}").text

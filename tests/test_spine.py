@@ -91,3 +91,18 @@ def test_a_notebook_reads_through_connect_without_taking_the_database(tmp_path):
         assert [r["run_id"] for r in json.loads(q.stdout)] == [run_id]
         with pytest.raises(store.StoreError, match="read-only: connect\\(write=True\\) to ingest"):
             notebook.ingest(src)
+
+
+def test_the_terminal_table_writes_numbers_out_in_full():
+    import pyarrow as pa
+    from rich.console import Console
+
+    from polytrace.queries.render import terminal_table
+    from polytrace.queries.runner import Answer
+
+    answer = Answer(pa.table({"us": [63400.5, 1411.0, 999.95, -0.000123, None], "n": [1, 2, 3, 4, 5]}), False)
+    console = Console(record=True, width=80)
+    console.print(terminal_table(answer))
+    cells = [line.split("│")[1:3] for line in console.export_text().splitlines() if line.startswith("│")]
+    assert [(u.strip(), n.strip()) for u, n in cells] == [
+        ("63,400", "1"), ("1,411", "2"), ("1,000", "3"), ("-0.000123", "4"), ("", "5")]

@@ -61,6 +61,24 @@ def can_simulate(con, run_id: str) -> bool:
                        "AND response_len IS NOT NULL LIMIT 1", [run_id]).fetchone() is not None
 
 
+def timed_rollout(con, run_id: str) -> bool:
+    """Whether the run logged its generation time (timing_s/gen, or rank_stage 'gen') in two steps
+    or more: what a fit of its own log (workload/genfit.py) needs at least."""
+    return con.execute(
+        "SELECT count(DISTINCT step) >= 2 FROM (SELECT step FROM step_metrics WHERE run_id = $run "
+        "AND key = 'timing_s/gen' AND value > 0 UNION ALL SELECT step FROM rank_stage WHERE run_id = $run "
+        "AND stage = 'gen' AND seconds > 0)", {"run": run_id}).fetchone()[0]
+
+
+def offer(con, run_id: str) -> str | None:
+    """What a simulation of the run would start from, as POST /api/runs/{id}/whatif tries them:
+    'log' (a fit of its timed rollout; one too thin to fit is said when asked for), 'grid' (the
+    built-in cost model over its per-rank lengths), or None."""
+    if timed_rollout(con, run_id):
+        return "log"
+    return "grid" if can_simulate(con, run_id) else None
+
+
 def simulate_and_store(con, run_id: str, model: CostModel = H200_REPLAY_GRID,
                        policies: tuple[str, ...] = DEFAULT_POLICIES) -> int:
     """Simulate a run under the default policies and store the results, e.g. right after a demo ingest."""

@@ -441,16 +441,12 @@ def _simulate(run_id: str, cur) -> dict:
     """
     from polytrace.workload import WorkloadError, genfit, simulate
     from polytrace.workload.costmodel import H200_REPLAY_GRID
-    from polytrace.workload.whatif import DEFAULT_POLICIES, can_simulate, store
+    from polytrace.workload.whatif import DEFAULT_POLICIES, can_simulate, store, timed_rollout
 
     if not cur.execute("SELECT 1 FROM runs WHERE run_id = ?", [run_id]).fetchone():
         raise ApiError(404, f"unknown run {run_id!r}")
-    timed = cur.execute(
-        "SELECT 1 FROM step_metrics WHERE run_id = $run AND key = 'timing_s/gen' AND value > 0 "
-        "UNION ALL SELECT 1 FROM rank_stage WHERE run_id = $run AND stage = 'gen' AND seconds > 0 "
-        "LIMIT 1", {"run": run_id}).fetchone()
     try:
-        cal = genfit.calibrate(cur, run_id) if timed else None
+        cal = genfit.calibrate(cur, run_id) if timed_rollout(cur, run_id) else None
     except WorkloadError:
         cal = None  # too little to fit: the grid, or the 409 saying what the grid needs
     if cal is None and not can_simulate(cur, run_id):

@@ -218,11 +218,11 @@ def runs_page(request: Request, settings: SettingsDep):
         "overview": {**chart_info(query, {}), "order": [c.name for c in query.columns]}})
 
 
-async def _can_simulate(db: Database, settings, run_id: str) -> bool:
-    """Whether POST /api/runs/{run_id}/whatif would have what it needs."""
-    from polytrace.workload.whatif import can_simulate
+async def _simulation_offer(db: Database, settings, run_id: str) -> str | None:
+    """What POST /api/runs/{run_id}/whatif would start from (workload.whatif.offer), or None."""
+    from polytrace.workload.whatif import offer
 
-    return await run_in_threadpool(db.read, partial(can_simulate, run_id=run_id),
+    return await run_in_threadpool(db.read, partial(offer, run_id=run_id),
                                    settings.query_timeout_ms, f"run {run_id!r}")
 
 
@@ -259,7 +259,7 @@ async def run_page(request: Request, run_id: str, db: DbDep, settings: SettingsD
                                                           _findings(db, settings, run_id))
         # No stored simulation yet: offer one when the run can have it and the server may write.
         offer = (all(s["name"] != "What if" for s in sections) and db.lake is None
-                 and await _can_simulate(db, settings, run_id))
+                 and await _simulation_offer(db, settings, run_id))
         return "run.html", {"run": run, "length_unit": unit, "findings": findings, "sections": sections,
                             "marks": {run_id: _marks(findings)}, "whatif_offer": offer,
                             "max_points": MAX_POINTS}
