@@ -630,7 +630,8 @@ def _forget_deleted(con, run_id: str) -> None:
 def _live_format(state: live.FileState, chunk: Chunk) -> Format:
     name = state.format or chunk.format
     if name is None and chunk.offset == 0:
-        head = chunk.data[:sources.HEAD_BYTES] if chunk.data is not None else sources.read_head(chunk.path)
+        head = (sources.without_bom(chunk.data[:sources.HEAD_BYTES]) if chunk.data is not None
+                else sources.read_head(chunk.path))
         if head.startswith(sources.GZIP_MAGIC):
             head = _gunzipped_head(head)
         name = live.sniff_bytes(head, PurePath(chunk.file_name).name)

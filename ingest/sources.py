@@ -30,6 +30,7 @@ from polytrace.ingest.contract import IngestError
 
 GZIP_MAGIC = b"\x1f\x8b"
 HEAD_BYTES = 64 * 1024
+BOM = b"\xef\xbb\xbf"
 BLOCK_BYTES = 1 << 20
 # Decompressed bytes a format decodes at a time: an ingest's memory is bounded by this batch
 # (and the compact Arrow tables it yields), not by the size of a file or what it inflates to.
@@ -104,11 +105,20 @@ def read_bytes(path: Path) -> bytes:
 
 
 def blocks(path: Path, size: int | None = None) -> Iterator[bytes]:
-    """The file's bytes, decompressed under the inflate limit, `size` (BATCH_BYTES) at a time."""
+    """The file's bytes, decompressed under the inflate limit, `size` (BATCH_BYTES) at a time, without
+    a leading UTF-8 byte order mark: offsets count from the text after it."""
     size = size or BATCH_BYTES
     with open_stream(path) as f:
+        if block := without_bom(f.read(size)):
+            yield block
         while block := f.read(size):
             yield block
+
+
+def without_bom(head: bytes) -> bytes:
+    """Text without the UTF-8 byte order mark some editors write first (Windows Notepad, Excel):
+    left in, it hid a log's first line from every reader."""
+    return head[len(BOM):] if head.startswith(BOM) else head
 
 
 def line_blocks(path: Path, size: int | None = None) -> Iterator[tuple[int, bytes]]:
@@ -159,7 +169,7 @@ def seekable(path: Path) -> Iterator[Path]:
 
 def read_head(path: Path, n: int = HEAD_BYTES) -> bytes:
     with open_stream(path) as f:
-        return f.read(n)
+        return without_bom(f.read(n))
 
 
 def check_utf8(data: bytes, path: str | PurePath, offset: int = 0) -> None:

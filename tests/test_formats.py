@@ -369,3 +369,27 @@ def test_a_tar_gz_of_a_csv_is_detected_member_by_member(con, tmp_path):
     result = ingest_paths(con, [archive])
     assert result.format == "samples-table"
     assert rows(con, CSV_SQL, result.run_id) == CSV_EXPECTED
+
+
+BOM = b"\xef\xbb\xbf"
+
+
+@pytest.mark.parametrize("name,text,table,rows", [
+    # the first step line hid behind the byte order mark: one step of two was stored
+    ("bom.log", b"step:1 - timing_s/step:2.0\nstep:2 - timing_s/step:3.0\n", "step_metrics", 2),
+    # the packed file was not recognised at all
+    ("packed_lengths_step_0.jsonl",
+     b'{"step": 0, "rank": 0, "dp_rank": 0, "tp_rank": 0, "local_index": 0, "input": 10, "output": [1, 3], '
+     b'"n_sampling": 2, "validate": false}\n', "samples", 2),
+])
+def test_a_utf8_byte_order_mark_hides_nothing(con, tmp_path, name, text, table, rows):
+    path = tmp_path / name
+    path.write_bytes(BOM + text)
+    result = ingest_paths(con, [path])
+    assert result.rows[table] == rows
+    # the same text without the mark is the same run, row for row
+    plain = tmp_path / "plain" / name
+    plain.parent.mkdir()
+    plain.write_bytes(text)
+    fresh = ingest_paths(con, [plain], force=True)
+    assert fresh.rows == result.rows
