@@ -121,8 +121,8 @@ def ingest_paths(
                     "SELECT run_id, format FROM runs WHERE sha256 = ? ORDER BY created_at LIMIT 1",
                     [digest]).fetchone()
                 if existing:
-                    return IngestResult(existing[0], existing[1], row_counts(con, existing[0]),
-                                        existing=True)
+                    return IngestResult(existing[0], existing[1], row_counts(con, existing[0]), existing=True,
+                                        warnings=_not_applied(existing, format, checked_overrides(run_overrides)))
             run_id = new_run_id(con, digest)
             return write_run(con, run_id, digest, files, name or default_name(paths, names), progress,
                              checked_overrides(run_overrides))
@@ -334,9 +334,12 @@ def write_run(con, run_id: str, digest: str, files: list[InputFile], name: str,
             after = fmt.after_load(con, run_id, data)
             _filled(run, after.run)
             next(f for f in files if f.format is fmt).parsed.warnings.extend(after.warnings)
+        given_cap = (overrides or {}).get("max_response_len") if "max_response_len" not in run else None
         run = {**(overrides or {}), **run}
         con.execute(f"UPDATE runs SET {', '.join(f'{k} = ?' for k in RUN_COLUMNS)} WHERE run_id = ?",
                     [*(run.get(k) for k in RUN_COLUMNS), run_id])
+        if given_cap is not None:
+            files[0].notes += _outgrown_cap(con, run_id, given_cap)
         _log_many(con, [(f, run_id, "ok", "; ".join(_warnings(f)) or None, f.rows,
                          f.started or now()) for f in files])
         materialize(con, run_id)
@@ -346,6 +349,29 @@ def write_run(con, run_id: str, digest: str, files: list[InputFile], name: str,
 
 def _warnings(f: InputFile) -> list[str]:
     return f.notes + f.parsed.warnings
+
+
+def _not_applied(existing: tuple[str, str], format: str | None, overrides: dict) -> list[str]:
+    """What an ingest of content already stored asked for and did not get: the stored run stays as
+    it was loaded."""
+    given = [*overrides, *(["format"] if format and format not in existing[1].split("+") else [])]
+    if not given:
+        return []
+    return [f"these inputs are run {existing[0]} already: {', '.join(given)} not applied "
+            "(ingest again with force, --force, to load them with it)"]
+
+
+def _outgrown_cap(con, run_id: str, cap: int) -> list[str]:
+    """A line when token lengths run past the cap the user gave: generation stops at the cap, so
+    the cap is likely not the run's, and every such response would count as cut at it."""
+    over, n, longest = con.execute(
+        "SELECT count(*) FILTER (WHERE s.response_len > $cap), count(*), max(s.response_len) FROM samples s "
+        "JOIN runs r USING (run_id) WHERE s.run_id = $run AND coalesce(r.length_unit, 'tokens') = 'tokens'",
+        {"run": run_id, "cap": cap}).fetchall()[0]
+    if not over:
+        return []
+    return [f"{over:,} of {n:,} responses are longer than the response cap given, {cap:,} tokens (the "
+            f"longest {longest:,}): is it the run's cap? The cap findings count them as cut at it"]
 
 
 def _stream(con, run_id: str, files: list[InputFile], progress: Progress | None) -> dict[Format, list]:

@@ -121,6 +121,11 @@ CASES = [
      "corrupt or truncated gzip (Error -3 while decompressing data"),
     ("no such path",
      lambda t: ([t / "missing.jsonl"], [], {}), "missing.jsonl: no such file or directory"),
+    # it said "[Errno 20] Not a directory" with the upload's temporary path
+    ("a file forced as a Parquet lake",
+     lambda t: ([packed(t, GOOD)], ["--format", "parquet-lake", "--force"], {}),
+     "packed_lengths_step_1.jsonl: a Parquet lake is a directory (table=<name>/run_id=<id>/part-0.parquet), "
+     "not a file"),
 ]
 
 

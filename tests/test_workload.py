@@ -465,7 +465,20 @@ def test_ingest_cli_sets_the_cap_and_gpus_when_the_input_lacks_them(tmp_path, db
                                        "got 99999999999\n")
     assert main(["ingest", str(trace), "--db", str(db_path), "--max-response-len", "8",
                  "--gpus", "4"]) == 0
-    run_id = capsys.readouterr().out.strip()
+    out = capsys.readouterr()
+    run_id = out.out.strip()
+    assert "warning" not in out.err  # the longest response, 8, is at the cap, not past it
+    # a cap the lengths outgrow is likely not the run's: said, and kept as given
+    other = tmp_path / "db2.duckdb"
+    assert main(["ingest", str(trace), "--db", str(other), "--max-response-len", "5"]) == 0
+    assert capsys.readouterr().err.splitlines()[0] == (
+        "warning: 1 of 2 responses are longer than the response cap given, 5 tokens (the longest 8): "
+        "is it the run's cap? The cap findings count them as cut at it")
+    # the same files again with other facts: the stored run stays as loaded, and that is said
+    assert main(["ingest", str(trace), "--db", str(db_path), "--gpus", "2"]) == 0
+    assert capsys.readouterr().err.splitlines() == [
+        f"warning: these inputs are run {run_id} already: n_gpus not applied (ingest again with force, --force, "
+        "to load them with it)", "already ingested polytrace-packed: samples=2"]
     
     con = store.open(db_path)
     try:

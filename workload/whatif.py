@@ -67,7 +67,7 @@ def timed_rollout(con, run_id: str) -> bool:
     return con.execute(
         "SELECT count(DISTINCT step) >= 2 FROM (SELECT step FROM step_metrics WHERE run_id = $run "
         "AND key = 'timing_s/gen' AND value > 0 UNION ALL SELECT step FROM rank_stage WHERE run_id = $run "
-        "AND stage = 'gen' AND seconds > 0)", {"run": run_id}).fetchone()[0]
+        "AND stage = 'gen' AND seconds > 0)", {"run": run_id}).fetchall()[0][0]
 
 
 def offer(con, run_id: str) -> str | None:

@@ -16,6 +16,9 @@ def parse(path: Path) -> Parsed:
     """Every run of the lake, to be restored as it was: the tables stream from disk."""
     from polytrace.store.lake import lake_dataset, lake_tables, partitions
 
+    if not path.is_dir():
+        raise IngestError(path, "a Parquet lake is a directory (table=<name>/run_id=<id>/part-0.parquet), "
+                                "not a file: give the lake's folder, or upload its files with their paths")
     tables = lake_tables(path)
     if "runs" not in tables:
         raise IngestError(path, "Parquet lake without a table=runs directory")
