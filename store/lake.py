@@ -177,16 +177,62 @@ def _literal(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
 
-def _scan(table: str, root: Path) -> str:
-    return (f"read_parquet({_literal(table_glob(root, table))}, hive_partitioning = true, "
-            "hive_types = {'run_id': 'VARCHAR'})")
+def _scan(files: str, union_by_name: bool = False) -> str:
+    return (f"read_parquet({_literal(files)}, hive_partitioning = true, "
+            f"{'union_by_name = true, ' if union_by_name else ''}hive_types = {{'run_id': 'VARCHAR'}})")
 
 
-def _view_sql(con, table: str, columns: list[tuple[str, str]], root: Path) -> str:
+def _file_schemas(con, root: Path, table: str) -> dict[str, pa.Schema]:
+    """Every Parquet file of one table, as and in the order DuckDB globs them, with its schema.
+    StoreError names the first that is not readable Parquet, in the words of `polytrace ingest`."""
+    import pyarrow.parquet as pq  # where used: it is not needed to start up
+    from pyarrow.fs import LocalFileSystem
+
+    local = LocalFileSystem()  # once: pyarrow finding it from each path took a tenth of the time
+    schemas = {}
+    for (file,) in con.execute("SELECT file FROM glob(?)", [table_glob(root, table)]).fetchall():
+        try:
+            schemas[file] = pq.read_schema(file, filesystem=local)
+        except FileNotFoundError:  # a writer replaced its partition meanwhile: the views glob again
+            continue
+        except (pa.ArrowException, OSError, ValueError) as e:  # ValueError: metadata that is not UTF-8
+            raise StoreError(f"{root}: {_relative(file, root)}: not a readable Parquet file "
+                             f"({_first_line(e)})") from None
+    return schemas
+
+
+def _check_columns(root: Path, table: str, columns: list[tuple[str, str]],
+                   schemas: dict[str, pa.Schema]) -> None:
+    """A file that shares no column with its table holds other data, which the view would show as
+    rows of NULLs. (One that shares some is an export of another version: what it lacks is NULL.)"""
+    known = {name for name, _ in columns}
+    for file, schema in schemas.items():
+        if not known & set(schema.names):
+            shown = ", ".join(schema.names[:6]) + (", ..." if len(schema.names) > 6 else "")
+            raise StoreError(f"{root}: {_relative(file, root)}: not a file of table {table} "
+                             f"(none of its columns is one of the table's: {shown or 'it has none'})")
+
+
+def _relative(file: str, root: Path) -> Path:
+    return Path(file).relative_to(root.resolve())
+
+
+def _first_line(e: Exception) -> str:
+    return (str(e).splitlines() or [type(e).__name__])[0]
+
+
+def _view_sql(con, table: str, columns: list[tuple[str, str]], root: Path,
+              schemas: dict[str, pa.Schema]) -> str:
     """The lake's files as the canonical table: its columns in order and with their types;
     a column the files lack (an older export, or a local id like ingests.ingest_id) is NULL."""
-    scan = _scan(table, root)
-    found = dict(con.execute(f"SELECT column_name, column_type FROM (DESCRIBE SELECT * FROM {scan})")
+    first, *others = schemas.values()
+    # DuckDB reads every file of a glob as it reads the first, and fails on one that lacks a column
+    # the first has: files that differ (exports of different versions) are matched by name instead.
+    mixed = any(not schema.equals(first) for schema in others)
+    scan = _scan(table_glob(root, table), union_by_name=mixed)
+    # Alike files: the first one's columns are the glob's, without DuckDB globbing them all again.
+    described = scan if mixed else _scan(next(iter(schemas)))
+    found = dict(con.execute(f"SELECT column_name, column_type FROM (DESCRIBE SELECT * FROM {described})")
                  .fetchall())
     cols = []
     for name, type_ in columns:
@@ -197,6 +243,16 @@ def _view_sql(con, table: str, columns: list[tuple[str, str]], root: Path) -> st
         else:
             cols.append(f'"{name}"')
     return f"SELECT {', '.join(cols)} FROM {scan}"
+
+
+def _create_view(con, table: str, columns: list[tuple[str, str]], root: Path,
+                 schemas: dict[str, pa.Schema]) -> None:
+    try:
+        sql = _view_sql(con, table, columns, root, schemas)
+        con.execute(f'DROP TABLE "{table}"')
+        con.execute(f'CREATE VIEW "{table}" AS {sql}')
+    except duckdb.Error as e:  # files pyarrow reads and DuckDB does not: one line all the same
+        raise StoreError(f"{root}: table={table}: DuckDB cannot read its files ({_first_line(e)})") from None
 
 
 def open_lake(root: str | Path) -> duckdb.DuckDBPyConnection:
@@ -213,12 +269,15 @@ def open_lake(root: str | Path) -> duckdb.DuckDBPyConnection:
     for setting in LAKE_SETTINGS:
         con.execute(setting)
     migrate.ensure(con)
-    present = lake_tables(root)
-    for table, columns in tables.items():
-        if table in present and any(present[table].glob("*/*.parquet")):
-            sql = _view_sql(con, table, columns, root)
-            con.execute(f'DROP TABLE "{table}"')
-            con.execute(f'CREATE VIEW "{table}" AS {sql}')
+    try:
+        for table, columns in tables.items():
+            schemas = _file_schemas(con, root, table)
+            if schemas:
+                _check_columns(root, table, columns, schemas)
+                _create_view(con, table, columns, root, schemas)
+    except BaseException:
+        con.close()
+        raise
     for sql in views.values():
         con.execute(sql.replace("CREATE VIEW", "CREATE OR REPLACE VIEW", 1))
     con.execute(f"SET allowed_directories = [{_literal(str(root.resolve()) + '/')}]")
