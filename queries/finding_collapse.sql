@@ -61,13 +61,16 @@ SELECT
     'steps' AS unit,
     f.steps,
     NULL::VARCHAR AS stage,
-    printf('Responses collapsed to %.1f tokens on average from step %d%s (%d steps); the mean was '
+    printf('Responses collapsed to %.1f tokens on average from step %d%s (%s); the mean was '
            '%,d tokens at step %d and %,d at its peak (step %d)%s: the policy stopped generating. '
            'Roll back to a checkpoint from before the fall and look at the reward and the KL there.',
            f.mean_len, f.first_step,
            CASE WHEN f.last_step = (SELECT max(step) FROM marked) THEN ' to the end of the log'
                 ELSE printf(' to step %d', f.last_step) END,
-           f.steps_collapsed, round(b.healthy_len)::BIGINT, b.healthy_step, round(b.peak_len)::BIGINT,
+           -- a log's cut-short lines leave steps out: the span is then more steps than were logged
+           CASE WHEN f.steps_collapsed = f.last_step - f.first_step + 1 THEN printf('%,d steps', f.steps_collapsed)
+                ELSE printf('%,d logged steps of %,d', f.steps_collapsed, f.last_step - f.first_step + 1) END,
+           round(b.healthy_len)::BIGINT, b.healthy_step, round(b.peak_len)::BIGINT,
            b.peak_step,
            CASE WHEN s.during_score IS NOT NULL AND s.before_score IS NOT NULL
                 THEN printf(', and the mean score was %.2f against %.2f before', s.during_score,

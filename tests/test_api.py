@@ -123,14 +123,16 @@ def test_bad_query_parameters_are_422_naming_the_parameter(make_server):
     assert_error(httpx.get(histogram, params={"run_id": "x", "step_from": "abc"}), 422, "'step_from'")
     # INTEGER parameters stay in DuckDB's INTEGER range
     assert_error(httpx.get(histogram, params={"run_id": "x", "step_to": 2**31}), 422, "'step_to'")
-    ok = httpx.get(histogram, params={"run_id": "x", "step_from": 0, "step_to": 2**31 - 1})
-    assert ok.json() == {"ok": True, "columns": ok.json()["columns"], "rows": [], "truncated": False}
+    # in range, the parameters pass; the run they name is not here: a 404, not an empty answer
+    assert_error(httpx.get(histogram, params={"run_id": "x", "step_from": 0, "step_to": 2**31 - 1}), 404,
+                 "unknown run 'x'")
+    assert_error(httpx.get(histogram, params={"run_id": "x", "format": "csv"}), 404, "unknown run 'x'")
     # a GPU count is at least 1 (`@param gpus INTEGER = NULL >= 1`): -1 GPUs flipped the policies' order
     savings = f"{srv.url}/api/queries/whatif_savings"
     for gpus in (-1, 0):
         assert_error(httpx.get(savings, params={"run_id": "x", "gpus": gpus}), 422,
                      f"parameter 'gpus' must be at least 1, got {gpus}")
-    assert httpx.get(savings, params={"run_id": "x", "gpus": 1}).status_code == 200
+    assert_error(httpx.get(savings, params={"run_id": "x", "gpus": 1}), 404, "unknown run 'x'")
     documented = httpx.get(f"{srv.url}/openapi.json").json()["paths"]["/api/queries/whatif_savings"]["get"]
     assert next(p for p in documented["parameters"] if p["name"] == "gpus")["schema"]["anyOf"][0]["minimum"] == 1
 
@@ -153,6 +155,9 @@ def test_upload_get_list_delete_a_run(make_server, tmp_path):
     # the ingest log keeps the client's file name, not the server's temporary path
     assert ingest["file_name"] == "packed_lengths_step_0.jsonl"
     assert ingest["status"] == "ok" and ingest["rows"] == 4 and ingest["bytes"] == len(PACKED)
+    # a run with nothing for a query answers empty; only a run that is not here is a 404
+    none = httpx.get(f"{srv.url}/api/queries/gpu_time", params={"run_id": run_id})
+    assert none.status_code == 200 and none.json()["rows"] == []
     stats = httpx.get(f"{srv.url}/api/queries/length_stats", params={"run_id": run_id}).json()
     # lengths 1, 3, 5, 7: median 4, max 7, tail ratio 7/4
     row = dict(zip(stats["columns"], stats["rows"][0]))

@@ -193,6 +193,8 @@ def test_the_collapse_is_dated_as_the_log_shows_it(shared_data, tmp_path):
     collapse = one_finding(shared_data, tmp_path, "collapsing verl log", "collapse")
     assert collapse["steps"][:3] == [12, 13, 14] and collapse["steps"][-1] == 261
     assert collapse["value"] == 225 and 10 not in collapse["steps"] and 20 not in collapse["steps"]
+    # the steps the log left out are not counted, and the text says so
+    assert "from step 12 to the end of the log (225 logged steps of 250)" in collapse["text"]
 
 
 @pytest.mark.shared_data

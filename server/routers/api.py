@@ -618,11 +618,26 @@ async def chart_body(db: Database, settings: Settings, query: Query, params: dic
         bound = bind(query, {k: v for k, v in params.items() if k not in DISPLAY_PARAMS})
     except ParamError as e:
         raise ApiError(422, str(e)) from None
-    body = render.json_body(await run_bound(db, settings, query, bound))
+    result = await run_bound(db, settings, query, bound)
+    await _runs_known(db, settings, query, params, result)
+    body = render.json_body(result)
     if any(v is not None for v in shown.values()):
         body.update(display.for_chart(body["columns"], [list(r) for r in body["rows"]], query.chart,
                                       shown["_points"], shown["_x_from"], shown["_x_to"]))
     return body
+
+
+async def _runs_known(db: Database, settings: Settings, query: Query, params: dict[str, Any],
+                      result: Answer) -> None:
+    """An empty answer about a run that is not here is a 404, not an empty 200 (a mistyped id read
+    as a run with no data). Only an empty answer is checked: the others cost nothing more."""
+    runs = _read_runs(query, params) if not result.table.num_rows else None
+    if not runs:
+        return
+    missing = await run_in_threadpool(db.read, lambda cur: [r for r in runs if not exists(cur, r)],
+                                      settings.query_timeout_ms, "the runs asked for")
+    if missing:
+        raise ApiError(404, f"unknown run {missing[0]!r}")
 
 
 def _read_runs(query: Query, params: dict[str, str]) -> list[str] | None:
@@ -647,6 +662,7 @@ async def answer(query: Query, request: Request, db: Database, settings: Setting
         except ParamError as e:
             raise ApiError(422, str(e)) from None
         result = await run_bound(db, settings, query, bound)
+        await _runs_known(db, settings, query, params, result)
         out = parquet_result(result, query.name) if fmt == "parquet" else csv_result(result, query.name)
     out.headers.update(validators(etag))
     return out
