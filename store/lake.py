@@ -221,19 +221,15 @@ def _first_line(e: Exception) -> str:
     return (str(e).splitlines() or [type(e).__name__])[0]
 
 
-def _view_sql(con, table: str, columns: list[tuple[str, str]], root: Path,
-              schemas: dict[str, pa.Schema]) -> str:
+def _view_sql(con, table: str, columns: list[tuple[str, str]], root: Path, union_by_name: bool) -> str:
     """The lake's files as the canonical table: its columns in order and with their types;
-    a column the files lack (an older export, or a local id like ingests.ingest_id) is NULL."""
-    first, *others = schemas.values()
-    # DuckDB reads every file of a glob as it reads the first, and fails on one that lacks a column
-    # the first has: files that differ (exports of different versions) are matched by name instead.
-    mixed = any(not schema.equals(first) for schema in others)
-    scan = _scan(table_glob(root, table), union_by_name=mixed)
-    # Alike files: the first one's columns are the glob's, without DuckDB globbing them all again.
-    described = scan if mixed else _scan(next(iter(schemas)))
-    found = dict(con.execute(f"SELECT column_name, column_type FROM (DESCRIBE SELECT * FROM {described})")
-                 .fetchall())
+    a column the files lack (an older export, or a local id like ingests.ingest_id) is NULL.
+    DuckDB reads every file of a glob as it reads the first (and fails on one that lacks a column
+    the first has) unless `union_by_name` matches them by name, at the cost of reading every footer."""
+    scan = _scan(table_glob(root, table), union_by_name)
+    found = dict(con.execute(f"SELECT column_name, column_type FROM (DESCRIBE SELECT * FROM {scan})").fetchall())
+    if not found.keys() & {name for name, _ in columns}:
+        raise _Foreign(table)
     cols = []
     for name, type_ in columns:
         if name not in found:
@@ -245,14 +241,39 @@ def _view_sql(con, table: str, columns: list[tuple[str, str]], root: Path,
     return f"SELECT {', '.join(cols)} FROM {scan}"
 
 
-def _create_view(con, table: str, columns: list[tuple[str, str]], root: Path,
-                 schemas: dict[str, pa.Schema]) -> None:
+class _Foreign(Exception):
+    """The first file of a table shares no column with it."""
+
+
+def _create_view(con, table: str, columns: list[tuple[str, str]], root: Path, mixed: bool) -> None:
+    """The table's view over its files. A lake of one export version takes DuckDB's way (the first
+    file's schema); one whose view fails, or of mixed versions, has every file's schema read: a
+    damaged or foreign file is then named, and the versions are matched by column name."""
+    if not mixed:
+        try:
+            return _replace(con, table, _view_sql(con, table, columns, root, union_by_name=False))
+        except (duckdb.Error, _Foreign):
+            pass
+    schemas = _file_schemas(con, root, table)
+    if not schemas:  # the files went away meanwhile (a writer replacing its partitions)
+        return None
+    _check_columns(root, table, columns, schemas)
     try:
-        sql = _view_sql(con, table, columns, root, schemas)
-        con.execute(f'DROP TABLE "{table}"')
-        con.execute(f'CREATE VIEW "{table}" AS {sql}')
-    except duckdb.Error as e:  # files pyarrow reads and DuckDB does not: one line all the same
+        _replace(con, table, _view_sql(con, table, columns, root, union_by_name=True))
+    except (duckdb.Error, _Foreign) as e:  # files pyarrow reads and DuckDB does not: one line all the same
         raise StoreError(f"{root}: table={table}: DuckDB cannot read its files ({_first_line(e)})") from None
+
+
+def _replace(con, table: str, sql: str) -> None:
+    con.execute(f'DROP TABLE "{table}"')
+    con.execute(f'CREATE VIEW "{table}" AS {sql}')
+
+
+def _mixed_versions(con, root: Path) -> bool:
+    """Whether the lake holds exports of different versions. A run is exported whole by one
+    version, so its runs file's schema says which: those files are one row each, and few."""
+    first, *others = _file_schemas(con, root, "runs").values() or [None]
+    return any(not schema.equals(first) for schema in others)
 
 
 def open_lake(root: str | Path) -> duckdb.DuckDBPyConnection:
@@ -270,11 +291,11 @@ def open_lake(root: str | Path) -> duckdb.DuckDBPyConnection:
         con.execute(setting)
     migrate.ensure(con)
     try:
+        mixed = _mixed_versions(con, root)
+        present = lake_tables(root)
         for table, columns in tables.items():
-            schemas = _file_schemas(con, root, table)
-            if schemas:
-                _check_columns(root, table, columns, schemas)
-                _create_view(con, table, columns, root, schemas)
+            if table in present and any(present[table].glob("*/*.parquet")):
+                _create_view(con, table, columns, root, mixed)
     except BaseException:
         con.close()
         raise
