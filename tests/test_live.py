@@ -6,11 +6,14 @@ from __future__ import annotations
 import json
 import math
 import random
+import re
 import signal
 import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
@@ -567,6 +570,104 @@ LAST_STEP_JS = """name => Math.max(...document.getElementById('chart-' + name).d
 
 def last_step_drawn(pg, chart: str) -> int:
     return pg.evaluate(f"({LAST_STEP_JS})('{chart}')")
+
+
+@contextmanager
+def followed_page(pg, root: Path, db: Path, units: list) -> Iterator[tuple[str, str]]:
+    """The run page, open in `pg`, of a run that `serve --watch` follows from `root` once `units` are
+    written there: the server's URL and the run's id."""
+    for unit in units:
+        play(unit, root, 0)
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    server = serve(db, root, port)
+    run_id = live_run_id(root)
+    try:
+        up(url, server)
+        caught_up(url, run_id, root)
+        open_page(pg, f"{url}/runs/{run_id}")
+        pg.wait_for_selector("#live-badge[data-live='1']")
+        yield url, run_id
+    finally:
+        stop(server)
+
+
+# A part of the run page (by id) as the server renders it: what a reload shows before live.js runs.
+SERVED_JS = """async ([url, id]) => new DOMParser()
+    .parseFromString(await (await fetch(url)).text(), "text/html").getElementById(id).innerHTML"""
+# The findings list as the page shows it, but for the outline live.js puts on the findings it announced.
+SHOWN_FINDINGS_JS = """() => { const list = document.getElementById("findings-list").cloneNode(true);
+    list.querySelectorAll(".finding-new").forEach(li => li.classList.remove("finding-new"));
+    return list.innerHTML; }"""
+
+
+def served(pg, url: str, part: str) -> str:
+    return pg.evaluate(SERVED_JS, [url, part])
+
+
+@pytest.mark.browser
+def test_the_run_pages_header_counts_the_steps_that_land(page, watched, tmp_path):
+    units = plan(SHARED_DATA, log_steps=20)
+    with followed_page(page, watched, tmp_path / "page.duckdb", units[:3]) as (url, run_id):  # log steps 0-1
+        facts = page.locator("#run-facts")
+        assert re.search(r"\b2 steps\b", facts.inner_text()) and "samples" not in facts.inner_text()
+        for unit in units[3:8]:  # packed step 0, its filter line, log steps 2-4
+            play(unit, watched, 0.01)
+        page.wait_for_function(r"() => /\b5 steps\b/.test(document.getElementById('run-facts').textContent)")
+        caught_up(url, run_id, watched)
+        want = served(page, f"{url}/runs/{run_id}", "run-facts")
+        page.wait_for_function("want => document.getElementById('run-facts').innerHTML === want", arg=want)
+        assert "768 samples" in facts.inner_text() and "polytrace-packed" in facts.inner_text()
+        parts = httpx.get(f"{url}/runs/{run_id}/live-parts")
+        assert httpx.get(f"{url}/runs/{run_id}/live-parts",
+                         headers={"If-None-Match": parts.headers["ETag"]}).status_code == 304
+        assert console_errors(page) == []
+
+
+@pytest.mark.browser
+def test_findings_redrawn_while_the_run_trains_are_the_servers_list(page, watched, tmp_path):
+    units = plan(SHARED_DATA, log_steps=20)
+    with followed_page(page, watched, tmp_path / "page.duckdb", units[:3]) as (url, run_id):
+        play(units[3], watched, 0)  # packed step 0: the lengths grew from step 0 to 1
+        alert = page.locator(".live-alert[data-kind='length_drift']")
+        alert.wait_for()
+        first = alert.inner_text()
+        for unit in units[4:]:  # then the responses collapse: the lengths fell
+            play(unit, watched, 0.01)
+        caught_up(url, run_id, watched)
+        want = served(page, f"{url}/runs/{run_id}", "findings-list")
+        page.wait_for_function(f"want => ({SHOWN_FINDINGS_JS})() === want", arg=want)
+        evidence = page.get_attribute("li.finding[data-kind='collapse'] a.evidence", "href")
+        assert evidence.startswith("/queries/metric?")  # the query's page, as the server links it
+        # an announcement says its finding as the list says it now
+        drift = page.locator("li.finding[data-kind='length_drift'] .text").inner_text()
+        assert alert.inner_text() == f"New warn finding while the run trains: {drift}" != first
+        screenshot(page, "run-live-findings.png")
+        # a step button of the swapped-in list shows its steps on every step chart
+        zoom = page.locator("li.finding[data-kind='collapse'] button.zoom")
+        zoom.click()
+        steps = f"{zoom.get_attribute('data-from')}-{zoom.get_attribute('data-to')}"
+        page.wait_for_selector(f"#range-bar[data-range='{steps}']")
+        assert console_errors(page) == []
+
+
+@pytest.mark.browser
+def test_charts_that_get_data_while_the_run_trains_are_offered_with_a_reload(page, watched, tmp_path):
+    units = plan(SHARED_DATA, log_steps=20)
+    # log steps 0-1 and packed step 0, no filter line yet
+    with followed_page(page, watched, tmp_path / "page.duckdb", units[:4]) as (url, run_id):
+        assert page.locator("#chart-filter_waste").count() == 0
+        for unit in units[4:9]:  # the filter's first line, log steps 2-4, packed step 1
+            play(unit, watched, 0.01)
+        note = page.locator(".live-charts")
+        note.wait_for()
+        assert "Generated tokens: trained on vs filtered away" in note.inner_text()
+        with page.expect_navigation():
+            note.get_by_role("link", name="reload").click()
+        test_browser.wait_charts(page)
+        page.wait_for_selector("#chart-filter_waste .main-svg")
+        assert page.locator(".live-charts").count() == 0
+        assert console_errors(page) == []
 
 
 @pytest.mark.parametrize("fmt", ["verl-console", "verl-jsonl"])

@@ -3,56 +3,85 @@
 // If-None-Match: the server answers 304 until a write changes the run (its ETag is the run's write
 // generation), so a quiet run costs one header exchange a second. When the run changed, every chart
 // re-fetches its rows in place (PolyCharts.refreshAll: a step range the user chose stays, else the
-// charts follow the newest steps), the findings list is re-read, and a finding that was not there
-// before is announced at the top of the page. A run that nobody follows is polled no more.
+// charts follow the newest steps) and the parts of the page that follow the run come as the server
+// renders them (GET /runs/{id}/live-parts): the header's facts and the findings list. A finding that
+// was not there before is announced at the top of the page, in its current words for as long as it
+// is found; charts that got data since the page was drawn are offered with a reload. A run that
+// nobody follows is polled no more.
 const PolyLive = (() => {
   const POLL_MS = 1000;
   const IDLE_POLL_MS = 5000;  // live once, quiet now: still looked at, less often
-  const esc = v => String(v ?? "").replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;");
 
   const clock = iso => iso ? new Date(iso).toLocaleTimeString([], {hour12: false}) : "";
 
-  function steps(list) {
-    const s = (list || []).filter(Number.isFinite);
-    if (!s.length) return null;
-    const lo = Math.min(...s), hi = Math.max(...s);
-    return {lo, hi, text: lo === hi ? `step ${lo.toLocaleString()}` : `steps ${lo.toLocaleString()}–${hi.toLocaleString()}`};
-  }
-
-  // One finding as the page's list shows it (templates/_findings.html).
-  function item(f, fresh) {
-    const li = document.createElement("li");
-    li.className = `finding sev-${f.severity}${fresh ? " finding-new" : ""}`;
-    li.dataset.kind = f.kind;
-    li.dataset.severity = f.severity;
-    const span = steps(f.steps);
-    const zoom = span ? ` · <button type="button" class="link zoom" data-from="${span.lo}" data-to="${span.hi}" ` +
-      `title="show these steps on every step chart">${span.text}</button>` : "";
-    const evidence = f.evidence ? ` · evidence: <a class="evidence" href="${esc(f.evidence)}">${esc(f.evidence)}</a>` : "";
-    li.innerHTML = `<span class="badge sev-${esc(f.severity)}">${esc(f.severity)}</span>` +
-      `<div class="finding-body"><p class="text">${esc(f.text)}</p><p class="finding-meta">` +
-      `<span class="kind">${esc(f.kind.replace(/_/g, " "))}</span>${zoom}${evidence}</p></div>`;
-    li.querySelector("button.zoom")?.addEventListener("click", e =>
-      PolyCharts.setRange(Number(e.target.dataset.from), Number(e.target.dataset.to)));
-    return li;
-  }
-
-  function showFindings(box, alerts, found, known) {
-    const fresh = found.filter(f => !known.has(f.kind));
-    const list = document.createElement("ol");
-    list.className = "findings";
-    list.append(...found.map(f => item(f, !known.has(f.kind))));
-    if (found.length) box.replaceChildren(list);
-    else box.replaceChildren(Object.assign(document.createElement("p"), {className: "empty nothing-unusual",
-                                                                        textContent: "Nothing unusual in these numbers."}));
-    for (const f of fresh) {
-      known.add(f.kind);
-      const a = document.createElement("p");
-      a.className = `live-alert sev-${f.severity}`;
-      a.dataset.kind = f.kind;
-      a.innerHTML = `<strong>New ${esc(f.severity)} finding</strong> while the run trains: ${esc(f.text)}`;
-      alerts.prepend(a);
+  // range.js binds the step buttons of the findings the page came with; these replaced them.
+  function bindZoom(box) {
+    for (const button of box.querySelectorAll("button.zoom")) {
+      button.addEventListener("click", () => {
+        PolyCharts.setRange(Number(button.dataset.from), Number(button.dataset.to));
+        document.getElementById("range-bar")?.scrollIntoView({block: "start"});
+      });
     }
+  }
+
+  // The alerts are a live region: a screen reader reads out whatever changes, so what did not stays.
+  function say(alert, li) {
+    const severity = li.dataset.severity;
+    const head = `New ${severity} finding`;
+    const words = ` while the run trains: ${li.querySelector(".text").textContent}`;
+    alert.className = `live-alert sev-${severity}`;
+    if (alert.textContent !== head + words) {
+      alert.replaceChildren(Object.assign(document.createElement("strong"), {textContent: head}), words);
+    }
+  }
+
+  // Announce the findings of the list in `box` that were not `known`, and make them stand out; an
+  // announcement already made follows its finding's words, and goes when the finding does.
+  function announce(box, alerts, known) {
+    const found = new Map([...box.querySelectorAll("li.finding")].map(li => [li.dataset.kind, li]));
+    for (const alert of alerts.querySelectorAll(".live-alert[data-kind]")) {
+      const li = found.get(alert.dataset.kind);
+      if (li) say(alert, li);
+      else alert.remove();
+    }
+    for (const [kind, li] of found) {
+      if (known.has(kind)) continue;
+      known.add(kind);
+      li.classList.add("finding-new");
+      const alert = document.createElement("p");
+      alert.dataset.kind = kind;
+      say(alert, li);
+      alerts.prepend(alert);
+    }
+  }
+
+  // Charts that have data now but are not on the page, which draws its charts once: a reload does.
+  function offerCharts(alerts, charts) {
+    const drawn = new Set(PolyCharts.entries.map(e => e.info.name));
+    const added = charts.filter(c => !drawn.has(c.name));
+    let note = alerts.querySelector(".live-charts");
+    if (!added.length) {
+      note?.remove();
+      return;
+    }
+    const words = `New charts are available (${added.map(c => c.title).join(", ")}): `;
+    if (note?.textContent === `${words}reload`) return;
+    if (!note) {
+      note = Object.assign(document.createElement("p"), {className: "live-alert live-charts"});
+      alerts.append(note);
+    }
+    // an empty href is the page's URL when clicked, with the step range range.js keeps in it
+    const reload = Object.assign(document.createElement("a"), {textContent: "reload"});
+    reload.setAttribute("href", "");
+    note.replaceChildren(words, reload);
+  }
+
+  function show(page, parts, known) {
+    page.facts.innerHTML = parts.facts;
+    page.findings.innerHTML = parts.findings;
+    bindZoom(page.findings);
+    announce(page.findings, page.alerts, known);
+    offerCharts(page.alerts, parts.charts);
   }
 
   function badge(el, live) {
@@ -65,20 +94,20 @@ const PolyLive = (() => {
     el.title = [`following ${live.source}`, ...notes].join("\n");
   }
 
-  // Follow run `runId`: `el` is the badge, `box` holds the findings list, `alerts` the announcements.
-  function follow(runId, el, box, alerts) {
+  // Follow run `runId` on its page: `page.badge` is the live badge, `page.facts` the header's facts,
+  // `page.findings` holds the findings list and `page.alerts` the announcements.
+  function follow(runId, page) {
+    const el = page.badge;
     if (!el) return;
-    const known = new Set([...document.querySelectorAll("li.finding")].map(li => li.dataset.kind));
+    const known = new Set([...page.findings.querySelectorAll("li.finding")].map(li => li.dataset.kind));
     const base = `/api/runs/${encodeURIComponent(runId)}`;
     let etag = null;
 
     async function refresh() {
-      const res = await fetch(`${base}/findings`, {cache: "no-store"});
-      const found = res.ok ? (await res.json()).findings : null;
-      const marks = found && {[runId]: found.filter(f => f.steps && f.steps.length)
-        .map(f => ({kind: f.kind, severity: f.severity, steps: f.steps}))};
-      await PolyCharts.refreshAll(marks);
-      if (found) showFindings(box, alerts, found, known);
+      const res = await fetch(`/runs/${encodeURIComponent(runId)}/live-parts`, {cache: "no-store"});
+      const parts = res.ok ? await res.json() : null;
+      await PolyCharts.refreshAll(parts?.marks);
+      if (parts) show(page, parts, known);
     }
 
     async function poll() {

@@ -24,7 +24,7 @@ from polytrace.server.deps import DbDep, SettingsDep
 from polytrace.server.errors import ApiError, error_response, explained
 from polytrace.server.headlines import difference, fmt, ratio, step_span
 from polytrace.server.responses import CompressedStaticFiles, attachment
-from polytrace.server.routers.api import DISPLAY_PARAMS, chart_body, run_findings
+from polytrace.server.routers.api import DISPLAY_PARAMS, chart_body, not_modified, run_findings, validators
 
 router = APIRouter(include_in_schema=False)
 # The raw views (query page, headline numbers): as many points as `_points` allows.
@@ -247,9 +247,14 @@ def _page_error(request: Request, e: Exception) -> str:
     return str(e) if isinstance(e, QueryError) else explained(request, e).error
 
 
+async def _run(db: Database, settings, run_id: str) -> dict | None:
+    """The run's line of the runs query (its facts, steps and samples), or None."""
+    return next((r for r in await _runs(db, settings) if r["run_id"] == run_id), None)
+
+
 @router.get("/runs/{run_id}", response_class=HTMLResponse)
 async def run_page(request: Request, run_id: str, db: DbDep, settings: SettingsDep):
-    run = next((r for r in await _runs(db, settings) if r["run_id"] == run_id), None)
+    run = await _run(db, settings, run_id)
     if run is None:
         return _not_found(request, f"run {run_id!r}")
 
@@ -265,6 +270,34 @@ async def run_page(request: Request, run_id: str, db: DbDep, settings: SettingsD
                             "max_points": MAX_POINTS}
 
     return _head_first(request, rest)
+
+
+def _block(template: str, block: str, **ctx: Any) -> str:
+    """One block of a page's template, rendered alone."""
+    page = templates.get_template(template)
+    return "".join(page.blocks[block](page.new_context(ctx)))
+
+
+@router.get("/runs/{run_id}/live-parts")
+async def run_live_parts(request: Request, run_id: str, db: DbDep, settings: SettingsDep):
+    """What of a run page follows the run while it trains (static/live.js swaps it in), rendered
+    as the page renders it: the header's facts, the findings list and what the charts mark of
+    them, and the charts the page would draw now. 304 while the run is unchanged."""
+    etag = db.etag([run_id])
+    if unchanged := not_modified(request, etag):
+        return unchanged
+    run = await _run(db, settings, run_id)
+    if run is None:
+        return error_response(404, f"unknown run {run_id!r}")
+    (sections, unit), findings = await asyncio.gather(sections_for(db, settings, run_id),
+                                                      _findings(db, settings, run_id))
+    fx = templates.get_template("_findings.html").module
+    return JSONResponse({
+        "facts": _block("run.html", "run_facts", run=run, length_unit=unit),
+        "findings": str(fx.findings_list(findings)),
+        "marks": {run_id: _marks(findings)},
+        "charts": [{"name": c["name"], "title": c["title"]} for s in sections for c in s["charts"]],
+    }, headers=validators(etag))
 
 
 def _compare_cards(left: dict, right: dict) -> list[dict]:
