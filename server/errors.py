@@ -1,4 +1,5 @@
-"""The one error shape: {"ok": false, "error": "<one line>", "status": N}."""
+"""The one error shape: {"ok": false, "error": "<one line>", "status": N}; a browser's navigation
+outside the API gets it as the dashboard's error page."""
 from __future__ import annotations
 
 import logging
@@ -6,7 +7,7 @@ import logging
 import duckdb
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import HTMLResponse, JSONResponse
 from pydantic import BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
@@ -64,9 +65,27 @@ def explained(request: Request, exc: Exception) -> ApiError:
     return ApiError(500, f"internal error: {type(exc).__name__}")
 
 
+def _navigation(request: Request) -> bool:
+    """A browser opening a page: it asks for HTML, and the path is not the API's."""
+    path = request.url.path
+    return "text/html" in request.headers.get("accept", "") and not (path == "/api" or path.startswith("/api/"))
+
+
+def _error_page(request: Request, e: ApiError) -> HTMLResponse:
+    from polytrace.server.routers.pages import templates  # the pages import this module
+
+    if e.status == 404:
+        return templates.TemplateResponse(request, "missing.html", {"what": f"page {request.url.path!r}"},
+                                          status_code=404, headers=e.headers)
+    return templates.TemplateResponse(request, "error.html", {"error": e.error}, status_code=e.status,
+                                      headers=e.headers)
+
+
 def install(app: FastAPI) -> None:
     async def answer(request: Request, exc: Exception):
         e = explained(request, exc)
+        if _navigation(request):
+            return _error_page(request, e)
         return error_response(e.status, e.error, e.headers)
 
     for kind in (ApiError, StarletteHTTPException, RequestValidationError, duckdb.Error, Exception):

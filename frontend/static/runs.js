@@ -1,7 +1,7 @@
 "use strict";
 // The runs page: the runs overview (GET /api/queries/runs_overview, one line per run, the worst
-// problems first) as a table sortable on every column and filterable by name, model, task and
-// framework, the sort, filter, page and chart axes kept in the URL; one overview figure against
+// problems first) as a table sortable on every column and filterable by the text each row shows,
+// the sort, filter, page and chart axes kept in the URL; one overview figure against
 // another across runs, drawn by the page's renderer (charts.js); the list polled while runs are
 // added; and the uploader.
 (() => {
@@ -18,7 +18,7 @@
   const COLUMNS = OVERVIEW.columns;
   const POLL_MS = 4000;
   const PAGE_SIZE = 100;
-  const SEARCHED = ["name", "model", "task", "framework"];
+  const SEARCHED = ["name", "run_id", "model", "task", "framework", "format"];
   const FINDINGS = ["findings_critical", "findings_warn"];
   // A figure's table header and its axis title (with the unit a tick label lacks).
   const NAMES = {
@@ -74,7 +74,7 @@
 
   let answer = null;        // the API's body: columns and rows
   let at = {};              // column name -> index in a row
-  let haystacks = [];       // each row's searched text, lower case
+  let haystacks = [];       // each row's text as the table shows it, lower case
   let known = null;         // run ids of the last answer; null before the first
   const fresh = new Set();  // runs that arrived while the page was open
   const selected = new Set();
@@ -83,7 +83,8 @@
   function accept(body) {
     answer = body;
     at = Object.fromEntries(body.columns.map((c, i) => [c, i]));
-    haystacks = body.rows.map(r => SEARCHED.map(c => r[at[c]] ?? "").join("\n").toLowerCase());
+    haystacks = body.rows.map(r => [...SEARCHED.map(c => r[at[c]] ?? ""), when(r[at.created_at])]
+      .join("\n").toLowerCase());
     const ids = body.rows.map(r => r[at.run_id]);
     if (known) for (const id of ids) if (!known.has(id)) fresh.add(id);
     known = new Set(ids);
@@ -211,6 +212,8 @@
     if (chart) {
       chart.info = info;
       chart.data = data;
+      // a message stands in for the plot: charts.js would draw the plot beside it, not in its place
+      if (!el.data) el.replaceChildren();
       await PolyCharts.draw(chart);
     } else {
       await PolyCharts.page([{...info, data, el_id: el.id}]);
