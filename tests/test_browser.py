@@ -614,6 +614,7 @@ def test_collapse_is_found_and_marked_on_the_training_health_charts(page, make_s
         "GPU count unknown: every figure is per GPU (give the job's GPU count at ingest).")
     # Its rollout is timed (timing_s/gen): the page offers a simulation fitted to the run's own log.
     assert "fits a cost model to the run's own log" in page.inner_text(".whatif-offer")
+    assert page.inner_text("#whatif-run") == "Simulate from the run's log"
     # Its steps link: every step chart shows the collapse.
     first.locator("button.zoom").click()
     page.wait_for_selector(f"#range-bar[data-range='{lo}-{hi}']")

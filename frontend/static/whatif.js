@@ -1,5 +1,5 @@
 "use strict";
-// The run page's "Simulate dispatch policies" button: POST /api/runs/{id}/whatif, then reload
+// The run page's Simulate button: POST /api/runs/{id}/whatif, then reload
 // the page so the What if section draws from the stored results like any other section.
 const PolyWhatIf = {
   bind(button, status) {
