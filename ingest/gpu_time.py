@@ -33,9 +33,11 @@ def _row(ts: np.ndarray, end: np.ndarray, compute: np.ndarray) -> tuple[float, f
 
 
 def step_time_rows(rank: int, ts: np.ndarray, dur: np.ndarray, compute: np.ndarray, step: np.ndarray,
-                   has_step: np.ndarray, excluded: np.ndarray) -> list[tuple]:
+                   has_step: np.ndarray, excluded: np.ndarray, last_step: int | None = None) -> list[tuple]:
     """gpu_step_time rows of one rank: whole trace (step None) and per step, with and without
-    the events HTA excludes by default. Arrays are aligned and sorted by ts."""
+    the events HTA excludes by default. Arrays are aligned and sorted by ts. Without them, the
+    last step (`last_step`, when HTA drops one) has no row of its own: what HTA keeps of it is
+    what its CPU launched before the GPU's own last step marker began, a sliver of a step."""
     rows = []
     end = ts + dur
     for include in (False, True):
@@ -43,7 +45,7 @@ def step_time_rows(rank: int, ts: np.ndarray, dur: np.ndarray, compute: np.ndarr
         if not keep.any():
             continue
         rows.append((rank, None, include, *_row(ts[keep], end[keep], compute[keep])))
-        idx = np.flatnonzero(keep & has_step)
+        idx = np.flatnonzero(keep & has_step & (include or step != last_step))
         idx = idx[np.argsort(step[idx], kind="stable")]  # by step, still by ts within a step
         bounds = np.flatnonzero(np.diff(step[idx])) + 1
         for group in np.split(idx, bounds) if len(idx) else []:
@@ -63,6 +65,9 @@ def fill_step_time(con, run_id: str) -> None:
     gpu_events does not keep: cuda_sync waits and events on streams past the INTEGER range."""
     from polytrace import store  # where used: parse workers import this module, not DuckDB
 
+    # the step of each rank's last window, when it has two or more (the one HTA drops)
+    last = dict(con.execute("SELECT rank, arg_max(step, ts_us) FROM profiler_steps WHERE run_id = ? "
+                            "GROUP BY rank HAVING count(*) >= 2", [run_id]).fetchall())
     rows = []
     for rank, trace in con.execute("SELECT DISTINCT rank, trace_start_us FROM gpu_events WHERE run_id = ? "
                                    "ORDER BY 1, 2", [run_id]).fetchall():
@@ -70,6 +75,6 @@ def fill_step_time(con, run_id: str) -> None:
             "SELECT ceil(ts_us), floor(ts_us + dur_us) - ceil(ts_us), category = 'compute', coalesce(step, 0), "
             "step IS NOT NULL, hta_excluded FROM gpu_events WHERE run_id = ? AND rank = ? "
             "AND trace_start_us IS NOT DISTINCT FROM ? ORDER BY ts_us", [run_id, rank, trace]).fetchnumpy()
-        rows += step_time_rows(rank, *(np.asarray(a) for a in ev.values()))
+        rows += step_time_rows(rank, *(np.asarray(a) for a in ev.values()), last.get(rank))
     with store.registered(con, "_step_time", step_time_table(rows)):
         con.execute("INSERT INTO gpu_step_time BY NAME SELECT *, ? AS run_id FROM _step_time", [run_id])

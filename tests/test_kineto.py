@@ -716,3 +716,15 @@ def test_sync_waits_and_fractional_times_count_as_hta_counts_them(con, tmp_path)
     assert con.execute("SELECT name, ts_us, dur_us FROM gpu_events_named WHERE run_id = ? ORDER BY ts_us",
                        [run]).fetchall() == [("gemm", 10.4, pytest.approx(10.2)), ("tiny", 40.2, pytest.approx(0.5))]
     assert hta_breakdown(tmp_path / "rank0.json", tmp_path / "hta") == {0: (14.0, 8.0, 7.0, 29.0)}
+
+
+def test_the_last_step_s_sliver_has_no_row_and_non_compute_is_never_negative(con, shared_data):
+    """it50 marks ProfilerStep#60 on the CPU and, later, on the GPU: HTA keeps what the CPU launched
+    between the two, 1 us of step 60 that read as a step of 100% compute. Its rounding inward to
+    whole us leaves compute's union 1 us over busy's in step 53 and the whole trace (HTA 0.5 stops
+    on an assertion there): non-compute reads 0, not -1."""
+    run = ingest_paths(con, [shared_data / "gpu-replay-h200/kineto_dapo32b_s0_dp1_it50.json.gz"]).run_id
+    rows = run_query(con, "gpu_time", run_id=run)
+    assert [r[1] for r in rows] == [None, *range(50, 60)]
+    assert min(r[6] for r in rows) == 0 and min(r[9] for r in rows) == 0
+    assert [r[1] for r in run_query(con, "gpu_time", run_id=run, include_last_step=True)] == [None, *range(50, 61)]

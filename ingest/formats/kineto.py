@@ -294,7 +294,8 @@ def _events_table(trace: RankTrace) -> tuple[pa.Table, list[tuple]]:
     hta_compute = np.array([known[2] for known in trace.names.values()], dtype=bool)[name_index] \
         if n else np.zeros(0, dtype=bool)
     start, end = np.ceil(ts), np.floor(ts + dur)
-    rows = step_time_rows(trace.rank, start, end - start, hta_compute, step, has_step, excluded)
+    rows = step_time_rows(trace.rank, start, end - start, hta_compute, step, has_step, excluded,
+                          int(sn[-1]) if len(steps) >= 2 else None)
     keep = np.frombuffer(trace.stored, dtype=np.int8)[order].astype(bool)
     kept_ts = ts[keep]
     ids = np.array([name_id(s) for s in trace.names], dtype=np.int64)

@@ -10,7 +10,7 @@
 -- @column busy_us DOUBLE fmt=us  Time at least one GPU event runs, on any stream (us).
 -- @column idle_us DOUBLE fmt=us  kernel_time_us - busy_us (us).
 -- @column compute_us DOUBLE fmt=us  Time at least one compute kernel runs (us).
--- @column non_compute_us DOUBLE fmt=us  busy_us - compute_us: communication and memory not overlapped by compute (us).
+-- @column non_compute_us DOUBLE fmt=us  busy_us - compute_us: communication and memory not overlapped by compute (us); never below 0 (HTA's rounding inward to whole us can leave compute's union a us over busy's, where HTA 0.5 stops on an assertion).
 -- @column idle_pct DOUBLE fmt=pct100  100 * idle_us / kernel_time_us (%).
 -- @column compute_pct DOUBLE fmt=pct100  100 * compute_us / kernel_time_us (%).
 -- @column non_compute_pct DOUBLE fmt=pct100  100 * non_compute_us / kernel_time_us (%).
@@ -22,10 +22,10 @@ SELECT
     busy_us,
     kernel_time_us - busy_us AS idle_us,
     compute_us,
-    busy_us - compute_us AS non_compute_us,
+    greatest(busy_us - compute_us, 0) AS non_compute_us,
     100 * (kernel_time_us - busy_us) / NULLIF(kernel_time_us, 0) AS idle_pct,
     100 * compute_us / NULLIF(kernel_time_us, 0) AS compute_pct,
-    100 * (busy_us - compute_us) / NULLIF(kernel_time_us, 0) AS non_compute_pct
+    100 * greatest(busy_us - compute_us, 0) / NULLIF(kernel_time_us, 0) AS non_compute_pct
 FROM (
     -- A rank profiled in several trace files (a profiler schedule that repeats writes one per
     -- cycle) has one row of each: their times add up, the time between two files not profiled.
