@@ -272,6 +272,7 @@ def cmd_serve(args) -> int:
     directories = _watched(args.watch or [])
     if directories and settings.lake:
         raise CliError("--watch appends to a database: drop --lake")
+    listening = _listen(settings.host, settings.port)
     app = create_app(settings)
     warning = settings.exposure_warning()
     if warning:
@@ -286,11 +287,26 @@ def cmd_serve(args) -> int:
         for run_id, d in watching.runs.items():
             print(f"following {d} as run {run_id}", file=sys.stderr)
     try:
-        uvicorn.run(app, host=settings.host, port=settings.port, log_level="warning")
+        uvicorn.Server(uvicorn.Config(app, log_level="warning")).run(sockets=[listening])
     finally:
         if watching:
             watching.stop()
     return 0
+
+
+def _listen(host: str, port: int):
+    """The server's socket, bound before anything is said or opened: a port in use is one line
+    (it was uvicorn's error after "PolyTrace serving ... at" had been printed)."""
+    import socket
+
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as e:
+        sock.close()
+        raise CliError(f"cannot listen on {host}:{port}: {e.strerror or e} (another server there? choose --port)") from None
+    return sock
 
 
 def _watched(paths: list[str]) -> list[Path]:

@@ -106,3 +106,17 @@ def test_the_terminal_table_writes_numbers_out_in_full():
     cells = [line.split("│")[1:3] for line in console.export_text().splitlines() if line.startswith("│")]
     assert [(u.strip(), n.strip()) for u, n in cells] == [
         ("63,400", "1"), ("1,411", "2"), ("1,000", "3"), ("-0.000123", "4"), ("", "5")]
+
+
+def test_serve_on_a_port_in_use_says_so_in_one_line(tmp_path):
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        out = subprocess.run([sys.executable, "-m", "polytrace", "serve", "--db", str(tmp_path / "s.duckdb"),
+                              "--port", str(port)], capture_output=True, text=True, timeout=60)
+    assert (out.returncode, out.stderr) == (
+        2, f"error: cannot listen on 127.0.0.1:{port}: Address already in use (another server there? choose --port)\n")
+    assert not (tmp_path / "s.duckdb").exists()  # refused before the database is opened
