@@ -121,6 +121,10 @@ CASES = [
      "corrupt or truncated gzip (Error -3 while decompressing data"),
     ("no such path",
      lambda t: ([t / "missing.jsonl"], [], {}), "missing.jsonl: no such file or directory"),
+    # it named the whole first JSON line as the unknown column
+    ("a JSON file forced as a samples table",
+     lambda t: ([packed(t, GOOD)], ["--format", "samples-table", "--force"], {}),
+     "packed_lengths_step_1.jsonl: a samples table is CSV or Parquet, and this file is JSON"),
     # it said "[Errno 20] Not a directory" with the upload's temporary path
     ("a file forced as a Parquet lake",
      lambda t: ([packed(t, GOOD)], ["--format", "parquet-lake", "--force"], {}),

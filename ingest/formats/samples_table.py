@@ -31,6 +31,8 @@ def parse(path: Path) -> Parsed:
     head = read_head(path)
     if not head.strip():
         raise IngestError(path, "empty file")
+    if head.lstrip().startswith((b"{", b"[")):
+        raise IngestError(path, "a samples table is CSV or Parquet, and this file is JSON")
     warnings: list[str] = []
     batches = []
     try:
