@@ -358,9 +358,10 @@ def _http_url(text: str) -> bool:
 
     try:
         parts = urlsplit(text)
-        return parts.scheme in ("http", "https") and bool(parts.hostname) and (parts.port or 1) > 0
-    except ValueError:  # a port that is no number
+        parts.port  # noqa: B018 (reading it checks it: a port that is no number is a ValueError)
+    except ValueError:
         return False
+    return parts.scheme in ("http", "https") and bool(parts.hostname)
 
 
 def cmd_demo(args) -> int:
