@@ -23,6 +23,7 @@ from polytrace.ingest.live import Appended, Chunk
 from polytrace.ingest.parsing import now, parse_input
 from polytrace.ingest.run_facts import RUN_COLUMNS
 from polytrace.ingest.sources import Source, Spool
+from polytrace.store import vocabulary
 from polytrace.store.aggregates import materialize
 from polytrace.store.migrate import RETIRED_TABLES
 from polytrace.store.runs import RUN_ID, changed, data_tables, exists, row_counts
@@ -336,6 +337,8 @@ def write_run(con, run_id: str, digest: str, files: list[InputFile], name: str,
             next(f for f in files if f.format is fmt).parsed.warnings.extend(after.warnings)
         given_cap = (overrides or {}).get("max_response_len") if "max_response_len" not in run else None
         run = {**(overrides or {}), **run}
+        if run.get("framework") is None:
+            run["framework"] = vocabulary.detected(con, run_id)
         con.execute(f"UPDATE runs SET {', '.join(f'{k} = ?' for k in RUN_COLUMNS)} WHERE run_id = ?",
                     [*(run.get(k) for k in RUN_COLUMNS), run_id])
         if given_cap is not None:
@@ -821,6 +824,8 @@ def _live_facts(con, run_id: str, fmt: Format, parsed: Parsed, source: str | Non
     columns = ("format", *RUN_COLUMNS, "length_unit")
     before = con.execute(f"SELECT {', '.join(columns)} FROM runs WHERE run_id = ?", [run_id]).fetchone()
     current = dict(zip(columns, before))
+    if facts.get("framework") is None and derived.get("framework") is None and current["framework"] is None:
+        derived["framework"] = vocabulary.detected(con, run_id)
     run = {k: facts[k] if facts.get(k) is not None else derived.get(k, current[k]) for k in RUN_COLUMNS}
     con.execute(f"UPDATE runs SET {', '.join(f'{k} = ?' for k in RUN_COLUMNS)}, format = ? WHERE run_id = ?",
                 [*(run[k] for k in RUN_COLUMNS), _live_formats(con, run_id, fmt.name), run_id])

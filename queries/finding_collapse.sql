@@ -52,7 +52,7 @@ score AS (
     SELECT
         avg(value) FILTER (WHERE step < f.first_step) AS before_score,
         avg(value) FILTER (WHERE step BETWEEN f.first_step AND f.last_step) AS during_score
-    FROM step_metrics, first_stretch f
+    FROM canonical_metrics, first_stretch f
     WHERE run_id = $run_id AND key = 'critic/score/mean' AND NOT isnan(value))
 SELECT
     'collapse' AS kind,

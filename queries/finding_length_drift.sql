@@ -39,7 +39,7 @@ score AS (
     SELECT
         avg(m.value) FILTER (WHERE list_contains(d.steps, m.step) AND m.step <= d.steps[d.k]) AS first_score,
         avg(m.value) FILTER (WHERE list_contains(d.steps, m.step) AND m.step > d.steps[d.k]) AS last_score
-    FROM step_metrics m, drift d
+    FROM canonical_metrics m, drift d
     WHERE m.run_id = $run_id AND m.key = 'critic/score/mean' AND NOT isnan(m.value))
 SELECT
     'length_drift' AS kind,

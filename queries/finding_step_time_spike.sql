@@ -18,7 +18,7 @@
 -- @chart table
 WITH timed AS (
     SELECT step, value AS step_s
-    FROM step_metrics
+    FROM canonical_metrics
     WHERE run_id = $run_id AND key = 'timing_s/step' AND NOT isnan(value)),
 judged AS (
     SELECT
@@ -34,10 +34,10 @@ stages AS (
     -- exists only on checkpoint steps)
     SELECT t.step, k.key, coalesce(m.value, 0) AS seconds
     FROM timed t
-    CROSS JOIN (SELECT DISTINCT key FROM step_metrics
+    CROSS JOIN (SELECT DISTINCT key FROM canonical_metrics
                 WHERE run_id = $run_id AND key LIKE 'timing_s/%' AND key != 'timing_s/step'
                   AND key NOT LIKE 'timing_s/agent_loop/%') k
-    LEFT JOIN step_metrics m ON m.run_id = $run_id AND m.step = t.step AND m.key = k.key),
+    LEFT JOIN canonical_metrics m ON m.run_id = $run_id AND m.step = t.step AND m.key = k.key),
 stage_growth AS (
     SELECT key, sum(seconds - usual)::DOUBLE AS grew_s
     FROM (SELECT step, key, seconds,

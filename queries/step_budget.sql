@@ -44,7 +44,7 @@ WITH metrics AS (
         max(value) FILTER (WHERE key = 'timing_s/sync_rollout_weights') AS sync_weights_s,
         max(value) FILTER (WHERE key = 'timing_s/agent_loop/slowest/tool_calls') AS slowest_tool_s,
         max(value) FILTER (WHERE key = 'timing_s/agent_loop/tool_calls/mean') AS mean_tool_s
-    FROM step_metrics
+    FROM canonical_metrics
     WHERE run_id = $run_id
       AND key IN ('timing_s/update_weights', 'timing_s/sync_rollout_weights',
                   'timing_s/agent_loop/slowest/tool_calls', 'timing_s/agent_loop/tool_calls/mean')

@@ -14,6 +14,8 @@ from importlib import resources
 
 import duckdb
 
+from polytrace.store import vocabulary
+
 _CREATE = re.compile(r"^CREATE TABLE (\w+) AS\s*$", re.MULTILINE)
 _COLUMN = re.compile(r"^-- @column (\w+) (\w+)\s")
 
@@ -61,8 +63,9 @@ def names() -> tuple[str, ...]:
 
 
 def digest() -> str:
-    """Changes whenever an aggregate's definition does: stored databases then recompute."""
-    h = hashlib.sha256()
+    """Changes whenever an aggregate's definition or the metric vocabulary does: stored databases
+    then recompute."""
+    h = hashlib.sha256(vocabulary.digest().encode())
     for a in _load():
         h.update(f"{a.name}\0{a.select}\0".encode())
     return h.hexdigest()[:16]

@@ -3,7 +3,8 @@
 `schema_version` counts changes that need statements of their own (MIGRATIONS: an ALTER, a
 backfill). `schema` is a digest of schema.sql, whose statements are all IF NOT EXISTS: a new
 table or view is applied by the next writer. `aggregates` is a digest of the aggregate
-definitions: a changed definition recomputes every run's aggregates. The digests catch a
+definitions and of the metric vocabulary (store/vocabulary/*.toml): a changed definition or
+mapping recomputes every run's aggregates. The digests catch a
 change even when nobody remembered to bump a number.
 """
 from __future__ import annotations
@@ -13,7 +14,7 @@ from importlib import resources
 
 import duckdb
 
-from polytrace.store import aggregates
+from polytrace.store import aggregates, vocabulary
 from polytrace.store.errors import StoreError
 
 SCHEMA_VERSION = 6
@@ -43,8 +44,13 @@ def schema_sql() -> str:
     return resources.files("polytrace.store").joinpath("schema.sql").read_text()
 
 
+def views_sql() -> str:
+    """The views, created after the tables and the aggregates they read."""
+    return resources.files("polytrace.store").joinpath("views.sql").read_text()
+
+
 def schema_digest() -> str:
-    return hashlib.sha256(schema_sql().encode()).hexdigest()[:16]
+    return hashlib.sha256((schema_sql() + views_sql()).encode()).hexdigest()[:16]
 
 
 def _meta(con: duckdb.DuckDBPyConnection) -> dict[str, str] | None:
@@ -99,10 +105,14 @@ def ensure(con: duckdb.DuckDBPyConnection) -> list[str]:
     recompute = bool(meta) and meta.get("aggregates") != aggregates.digest()
     if recompute:
         aggregates.drop(con)
+    if meta.get("vocabulary") != vocabulary.digest():
+        vocabulary.fill(con)
     aggregates.create(con)
+    con.execute(views_sql())
     runs = _recompute_all(con) if recompute else []
     con.execute("INSERT OR REPLACE INTO store_meta VALUES ('schema_version', ?), ('schema', ?), "
-                "('aggregates', ?)", [str(SCHEMA_VERSION), schema_digest(), aggregates.digest()])
+                "('aggregates', ?), ('vocabulary', ?)",
+                [str(SCHEMA_VERSION), schema_digest(), aggregates.digest(), vocabulary.digest()])
     return runs
 
 

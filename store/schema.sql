@@ -111,31 +111,18 @@ CREATE TABLE IF NOT EXISTS step_metrics (
     value  DOUBLE   -- metric value; NaN and +-inf are kept
 );
 
--- The known verl stage timings of each step, one column per stage, in seconds: a wide
--- view over step_metrics for the stage queries. A stage the step did not log is NULL,
--- never 0. Old verl's timing/<stage> keys are stored as timing_s/<stage> at parse time,
--- so these columns cover both spellings. Only steps with at least one of these timings
--- have a row (a validation-only step line has none).
-CREATE OR REPLACE VIEW step_timings AS
-SELECT
-    run_id,
-    step,
-    max(value) FILTER (WHERE key = 'timing_s/gen')             AS gen_s,             -- rollout generation
-    max(value) FILTER (WHERE key = 'timing_s/reward')          AS reward_s,          -- reward computation
-    max(value) FILTER (WHERE key = 'timing_s/old_log_prob')    AS old_log_prob_s,    -- actor log-probs of the rollout
-    max(value) FILTER (WHERE key = 'timing_s/ref')             AS ref_s,             -- reference-model log-probs
-    max(value) FILTER (WHERE key = 'timing_s/values')          AS values_s,          -- critic values (PPO)
-    max(value) FILTER (WHERE key = 'timing_s/adv')             AS adv_s,             -- advantage estimation
-    max(value) FILTER (WHERE key = 'timing_s/update_critic')   AS update_critic_s,   -- critic training (PPO)
-    max(value) FILTER (WHERE key = 'timing_s/update_actor')    AS update_actor_s,    -- actor training
-    max(value) FILTER (WHERE key = 'timing_s/testing')         AS testing_s,         -- validation run inside the step
-    max(value) FILTER (WHERE key = 'timing_s/save_checkpoint') AS save_checkpoint_s, -- checkpoint save inside the step
-    max(value) FILTER (WHERE key = 'timing_s/step')            AS step_s             -- the whole step, wall time
-FROM step_metrics
-WHERE key IN ('timing_s/gen', 'timing_s/reward', 'timing_s/old_log_prob', 'timing_s/ref',
-              'timing_s/values', 'timing_s/adv', 'timing_s/update_critic', 'timing_s/update_actor',
-              'timing_s/testing', 'timing_s/save_checkpoint', 'timing_s/step')
-GROUP BY run_id, step;
+-- Each RL framework's logged metric keys mapped to the canonical names the catalog reads, filled
+-- from store/vocabulary/*.toml by every writer whose files differ (store/vocabulary.py); the
+-- canonical_metrics aggregate translates a run's step_metrics through its framework's rows.
+CREATE TABLE IF NOT EXISTS metric_vocabulary (
+    framework VARCHAR, -- runs.framework value the row serves (verl, openrlhf, slime, areal, roll, nemo-rl)
+    kind      VARCHAR, -- 'metric' (a logged key for a canonical name), 'stage' (a timing prefix kept as timing_s/<stage>), 'signature' (a key, or a prefix ending in '/', only this framework logs)
+    key       VARCHAR, -- the logged key, or the prefix
+    name      VARCHAR, -- the canonical name ('timing_s/' for a stage prefix); NULL for a signature
+    scale     DOUBLE,  -- canonical value = logged value x scale (ms -> s: 0.001)
+    combine   VARCHAR, -- 'first': the name's first key the step logged wins; 'sum': its keys add up
+    position  INTEGER  -- the key's place in its name's list of keys
+);
 
 -- What-if rollout simulation results (polytrace simulate ... --store): predicted rollout
 -- time per step, policy and engine, plus one row per step and policy with engine NULL.

@@ -53,8 +53,8 @@ def test_result_rows_count_input_tables_only(con, packed):
 def test_aggregate_tables_belong_to_the_run(con, packed):
     assert set(aggregate_names()) <= set(data_tables(con))
     run_id = ingest_paths(con, [packed]).run_id
-    assert aggregate_rows(con) == {"step_lengths": 2, "step_rank_lengths": 3,
-                                   "step_length_bins": 5, "step_turns": 0, "step_ranks": 3}
+    assert aggregate_rows(con) == {"step_lengths": 2, "step_rank_lengths": 3, "step_length_bins": 5,
+                                   "step_turns": 0, "step_ranks": 3, "canonical_metrics": 0}
     # ranks 0 and 4: stride 4 (= tp), so the job spans ranks 0..7 -> 8 GPUs
     assert con.execute("SELECT count(DISTINCT rank), max(rank) FROM step_ranks").fetchone() == (2, 4)
     assert delete_run(con, run_id)

@@ -227,18 +227,20 @@ def fit_steps(s: StepSeries) -> StepModel:
 
 
 def load_step_series(con, run_id: str) -> StepSeries:
-    """The run's steps with timing_s/gen > 0 and response lengths, from step_metrics.
+    """The run's steps with timing_s/gen > 0 and response lengths, from canonical_metrics (the
+    vocabulary's names, whatever framework logged them).
 
     An optional quantity (the slowest sample's length, the token count) is used only when
     every such step logged it; otherwise the run falls back (response_length/max, N = 1).
     """
     keys = list(METRIC_KEYS.values())
     rows = con.execute(
-        "SELECT step, key, value FROM step_metrics WHERE run_id = ? AND list_contains(?, key) "
+        "SELECT step, key, value FROM canonical_metrics WHERE run_id = ? AND list_contains(?, key) "
         "AND value IS NOT NULL AND isfinite(value)", [run_id, keys]).fetchall()
     validated = {r[0] for r in con.execute(
-        "SELECT DISTINCT step FROM step_metrics WHERE run_id = ? "
-        "AND (key LIKE 'val-%' OR key = 'timing_s/testing')", [run_id]).fetchall()}
+        "SELECT DISTINCT step FROM step_metrics WHERE run_id = ? AND key LIKE 'val-%' UNION "
+        "SELECT step FROM canonical_metrics WHERE run_id = ? AND key = 'timing_s/testing'",
+        [run_id, run_id]).fetchall()}
     # A line the console cut short may end in a number cut short too: leave its step out.
     cut = {r[0] for r in con.execute("SELECT step FROM step_metrics WHERE run_id = ? "
                                      "AND key = 'log/truncated' AND value > 0", [run_id]).fetchall()}

@@ -65,7 +65,7 @@ def timed_rollout(con, run_id: str) -> bool:
     """Whether the run logged its generation time (timing_s/gen, or rank_stage 'gen') in two steps
     or more: what a fit of its own log (workload/genfit.py) needs at least."""
     return con.execute(
-        "SELECT count(DISTINCT step) >= 2 FROM (SELECT step FROM step_metrics WHERE run_id = $run "
+        "SELECT count(DISTINCT step) >= 2 FROM (SELECT step FROM canonical_metrics WHERE run_id = $run "
         "AND key = 'timing_s/gen' AND value > 0 UNION ALL SELECT step FROM rank_stage WHERE run_id = $run "
         "AND stage = 'gen' AND seconds > 0)", {"run": run_id}).fetchall()[0][0]
 

@@ -19,7 +19,7 @@ SELECT
     max(CASE WHEN key = 'actor/kl_loss' THEN value END) AS kl_loss,
     max(CASE WHEN key = 'actor/grad_norm' THEN value END) AS grad_norm,
     max(CASE WHEN key = 'actor/pg_clipfrac' THEN value END) AS pg_clipfrac
-FROM step_metrics
+FROM canonical_metrics
 WHERE run_id = $run_id
   AND key IN ('critic/score/mean', 'critic/rewards/mean', 'actor/entropy', 'actor/ppo_kl',
               'actor/kl_loss', 'actor/grad_norm', 'actor/pg_clipfrac')

@@ -1,5 +1,6 @@
 -- view: verl_steps
--- verl's per-step metrics the catalog reads, pivoted from step_metrics (one row per key) to
+-- The per-step training-log metrics the catalog reads (canonical names: verl's, whatever framework
+-- logged them), pivoted from canonical_metrics (one row per name) to
 -- one row per step of $run_id: rollout timings, response lengths, throughput and MFU, per-token
 -- stage costs and the DP token balance (global_seqlen/*), plus the ratios the queries report.
 -- A key the step did not log is NULL. A query that lists only the steps that logged its own
@@ -66,7 +67,7 @@ FROM (
         max(CASE WHEN key = 'global_seqlen/max' THEN value END) AS seqlen_max,
         max(CASE WHEN key = 'global_seqlen/mean' THEN value END) AS seqlen_mean,
         max(CASE WHEN key = 'global_seqlen/balanced_max' THEN value END) AS balanced_max
-    FROM step_metrics
+    FROM canonical_metrics
     WHERE run_id = $run_id
       AND key IN ('timing_s/gen', 'timing_s/agent_loop/slowest/generate_sequences',
                   'timing_s/generation_timing/max', 'timing_s/agent_loop/generate_sequences/min',
