@@ -4,8 +4,6 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
-import duckdb
-
 from polytrace import store
 from polytrace.ingest.load import ingest_paths
 
@@ -20,19 +18,18 @@ class DemoDbError(Exception):
 
 
 def _check_replaceable(db: Path) -> None:
+    from polytrace.queries.catalog import get_query
+    from polytrace.queries.runner import run
+
     try:
-        con = duckdb.connect(str(db), read_only=True)
-    except duckdb.Error as e:
-        raise DemoDbError(f"{db} exists and is not a database the demo may replace "
-                          f"({str(e).splitlines()[0]})") from None
+        con = store.open(db, "r")
+    except store.StoreError as e:
+        raise DemoDbError(f"{db} exists and is not a database the demo may replace ({e})") from None
     try:
-        names = [r[0] for r in con.execute("SELECT name FROM runs").fetchall()]
-    except duckdb.Error:
-        names = None
+        names = run(con, get_query("runs"), {}).table.column("name").to_pylist()
     finally:
         con.close()
-    real = names is None or any(not (n or "").startswith(DEMO_PREFIX) for n in names)
-    if real:
+    if any(not (n or "").startswith(DEMO_PREFIX) for n in names):
         raise DemoDbError(f"{db} exists and holds runs that are not demo runs; "
                           "pass a new --db path (the demo never overwrites real data)")
 

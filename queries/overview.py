@@ -17,7 +17,11 @@ from polytrace import store
 from polytrace.queries import answers
 from polytrace.queries.catalog import digest, get_query
 from polytrace.queries.findings import collect, finding_queries
-from polytrace.queries.runner import Answer, run
+from polytrace.queries.runner import Answer, Limits, run
+
+# Each query of a refresh runs within this: a refresh holds the writer (the server's write lock), so
+# no query of it may hold it unbounded. Generous: the refresh is off the request path.
+REFRESH_LIMITS = Limits(timeout_ms=120_000)
 
 # run_overview column <- run_summary column
 FROM_SUMMARY = {
@@ -39,21 +43,21 @@ def line(run_id: str, summary: Answer, found: list[dict]) -> dict:
     return out
 
 
-def computed(con, run_id: str) -> dict[str, Answer]:
+def computed(con, run_id: str, limits: Limits = REFRESH_LIMITS) -> dict[str, Answer]:
     """The run's answer to every query its line, its findings and its stored answers need, each
-    run once."""
+    run once within `limits` (QueryTimeout past them)."""
     needed = {q.name: q for q in [get_query("run_summary"), *finding_queries(), *answers.stored_queries()]}
-    return {name: run(con, q, {"run_id": run_id}) for name, q in needed.items()}
+    return {name: run(con, q, {"run_id": run_id}, limits) for name, q in needed.items()}
 
 
-def refresh(con, run_ids: list[str]) -> None:
+def refresh(con, run_ids: list[str], limits: Limits = REFRESH_LIMITS) -> None:
     """Recompute these runs' overview lines and stored answers (those runs that exist), in one
-    transaction of the caller's connection."""
+    transaction of the caller's connection; each query within `limits` (QueryTimeout past them)."""
     known = {r[0] for r in con.execute("SELECT run_id FROM runs WHERE list_contains($ids, run_id)",
                                        {"ids": run_ids}).fetchall()}
     lines, kept = [], []
     for run_id in (r for r in run_ids if r in known):
-        got = computed(con, run_id)
+        got = computed(con, run_id, limits)
         lines.append(line(run_id, got["run_summary"], collect(got[q.name] for q in finding_queries())))
         kept += [(run_id, q.name, got[q.name]) for q in answers.stored_queries()]
     if not lines:

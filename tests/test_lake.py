@@ -232,7 +232,8 @@ def test_damaged_lake_is_one_line_and_stores_nothing(tmp_path, capsys, damage, r
 
 def test_an_untrusted_lake_is_restored_as_its_bytes_are(tmp_path):
     """An upload's lake: its digests are computed from its files, its claimed history stays behind."""
-    from polytrace.ingest.load import RunConflict, lake_digests
+    from polytrace.ingest.load import RunConflict
+    from polytrace.ingest.restore import lake_digests
 
     origin = _tiny_db(tmp_path / "a.duckdb")
     origin.execute("INSERT INTO ingests (run_id, file_name, sha256, status) VALUES ('0001', 'x.jsonl', 'abc', 'ok')")

@@ -1,0 +1,99 @@
+"""Loading: the bundled catalog and a site's own queries, parsed, composed and linted once."""
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Mapping
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+
+from polytrace import settings
+from polytrace.queries.catalog.compose import composed, views_needed
+from polytrace.queries.catalog.lint import lint, lint_view
+from polytrace.queries.catalog.model import CatalogError, Query, View
+from polytrace.queries.catalog.parse import parse_query, parse_view
+from polytrace.store.aggregates import names as aggregate_names
+from polytrace.store.migrate import schema_sql
+
+def _sql_files(folder) -> list:
+    return sorted((e for e in folder.iterdir() if e.name.endswith(".sql")), key=lambda e: e.name)
+
+
+def _canonical_tables() -> set[str]:
+    """Tables and views of the store's schema, aggregates included: names no view may take."""
+    created = re.findall(r"CREATE\s+(?:OR\s+REPLACE\s+)?(?:TABLE|VIEW)\s+(?:IF\s+NOT\s+EXISTS\s+)?(\w+)",
+                         schema_sql(), re.IGNORECASE)
+    return {n.lower() for n in created} | set(aggregate_names())
+
+
+@lru_cache(maxsize=1)
+def load_views() -> dict[str, View]:
+    """queries/views/*.sql, linted."""
+    folder = resources.files("polytrace.queries").joinpath("views")
+    views = {e.name[:-4]: parse_view(e.name[:-4], e.read_text()) for e in _sql_files(folder)}
+    tables = _canonical_tables()
+    for view in views.values():
+        lint_view(view, views, tables)
+    for view in views.values():
+        views_needed(view.sql, views)  # a cycle is a CatalogError
+    return views
+
+
+def load_catalog() -> dict[str, Query]:
+    """The bundled queries, plus any .sql files in $POLYTRACE_EXTRA_QUERIES (a site's own
+    queries in the same format; tests use it for a deliberately slow query)."""
+    return _load_catalog(_extra())
+
+
+def _extra() -> str | None:
+    extra = settings.get().extra_queries
+    return str(extra) if extra else None
+
+
+def load_query(name: str, text: str, views: Mapping[str, View], *, source: str | None = None,
+               strict: bool = True) -> Query:
+    """Parse one query file, inline the views it reads and lint it."""
+    query = composed(parse_query(name, text, source), views)
+    lint(query, views, strict=strict)
+    return query
+
+
+@lru_cache(maxsize=4)
+def _load_catalog(extra: str | None) -> dict[str, Query]:
+    views = load_views()
+    catalog = {}
+    for entry in _sql_files(resources.files("polytrace.queries")):
+        name = entry.name[:-4]
+        catalog[name] = load_query(name, entry.read_text(), views)
+    if extra:
+        folder = Path(extra)
+        if not folder.is_dir():
+            raise CatalogError(f"POLYTRACE_EXTRA_QUERIES: {folder} is not a directory")
+        for entry in _sql_files(folder):
+            name = entry.name[:-4]
+            catalog[name] = load_query(name, entry.read_text(), views, source=str(entry), strict=False)
+    return catalog
+
+
+def digest() -> str:
+    """Changes whenever any query of the catalog does, or which are stored: what a stored result
+    was computed by, and which answers a run's last refresh kept."""
+    return _digest(_extra())
+
+
+@lru_cache(maxsize=4)
+def _digest(extra: str | None) -> str:
+    return digest_of(_load_catalog(extra))
+
+
+def digest_of(catalog: Mapping[str, Query]) -> str:
+    queries = sorted((q.name, q.sql, q.stored) for q in catalog.values())
+    return hashlib.sha256(repr(queries).encode()).hexdigest()[:16]
+
+
+def get_query(name: str) -> Query:
+    catalog = load_catalog()
+    if name not in catalog:
+        raise KeyError(name)
+    return catalog[name]
