@@ -105,23 +105,25 @@ class Simulation:
 
 
 def simulation(con, run_id: str, calibration: str = "auto", policies: list[str] | None = None,
-               engines: Engines | None = None, engine_speed: str = "uniform") -> Simulation:
+               engines: Engines | None = None, engine_speed: str = "uniform",
+               model: CostModel | None = None) -> Simulation:
     """Simulate a run under dispatch policies, without storing anything.
 
-    calibration "grid" is the cost model built into the code (H200_REPLAY_GRID); "log" fits the gen time to the run's own steps (workload/genfit.py), validated
-    forward; a file is a cost model (calib.json grid or iters.jsonl). "auto", what
-    POST /api/runs/{id}/whatif does, takes the log fit when the run timed its rollout and the fit
-    holds, else the built-in H200 grid, and only the default what-ifs of either (no half-cap or
+    calibration "log" fits the gen time to the run's own steps (workload/genfit.py), validated
+    forward; "grid" is the cost model built into the code (H200_REPLAY_GRID); a file is a cost
+    model (calib.json grid or iters.jsonl), `model` when the caller loaded it already. "auto",
+    what POST /api/runs/{id}/whatif does, takes the log fit when the run timed its rollout and
+    the fit holds, else the grid, and only the default what-ifs of either (no half-cap or
     x2-engines row: those are the CLI's `--calibration log` defaults)."""
-    if calibration == "auto":
+    if model is None and calibration == "auto":
         return _auto(con, run_id)
-    if calibration == GRID:
+    if model is None and calibration == GRID:
         return _on_grid(con, run_id, policies)
-    if calibration == "log":
+    if model is None and calibration == "log":
         return _from_log(con, run_id, policies, engines)
     from polytrace.workload import costmodel, simulate
 
-    model = costmodel.load(Path(calibration))
+    model = model or costmodel.load(Path(calibration))
     if engine_speed == "uniform":
         model = dataclasses.replace(model, speed={})
     count = engines_for_samples(con, run_id, engines)

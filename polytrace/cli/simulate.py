@@ -61,6 +61,10 @@ def run(args) -> int:
                        "it needs --calibration log")
     plan = {"calibration": args.calibration, "policies": args.policy, "engines": args.engines,
             "engine_speed": args.engine_speed}
+    if args.calibration != "log":  # a bad calibration file is said before the database is opened
+        from polytrace.workload import costmodel
+
+        plan["model"] = costmodel.load(Path(args.calibration))
     con = store.open(args.db, "w" if args.store else "r")  # only --store writes
     try:
         done = service.simulate_run(con, args.run_id, **plan) if args.store else \
