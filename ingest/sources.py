@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePath, PurePosixPath
 from typing import BinaryIO, Iterator, Mapping
 
-from polytrace import settings
+from polytrace.ingest import options
 from polytrace.ingest.contract import IngestError
 
 GZIP_MAGIC = b"\x1f\x8b"
@@ -42,8 +42,9 @@ ARCHIVE_SEPARATOR = "!"
 
 
 def max_inflate_bytes() -> int:
-    """Largest decompressed size accepted from one gzip file or archive (POLYTRACE_MAX_INFLATE_BYTES)."""
-    return int(settings.get().max_inflate_bytes)
+    """Largest decompressed size accepted from one gzip file or archive (POLYTRACE_MAX_INFLATE_BYTES,
+    as the ingest's caller gave it)."""
+    return int(options.current().max_inflate_bytes)
 
 
 class Budget:

@@ -22,7 +22,7 @@ from multiprocessing import popen_forkserver, spawn
 from pathlib import Path
 from typing import Callable, Iterator
 
-from polytrace import settings
+from polytrace.ingest import options
 from polytrace.ingest.contract import IngestError
 
 # Imported once by the forkserver: the worker functions, and with them every format.
@@ -37,11 +37,11 @@ _in_worker = False
 
 
 def jobs() -> int:
-    """Workers to use: POLYTRACE_PARSE_JOBS, else one per core; 1 inside a worker, which
-    cannot start workers of its own."""
+    """Workers to use: the ingest's parse_jobs (POLYTRACE_PARSE_JOBS), else one per core; 1 inside
+    a worker, which cannot start workers of its own."""
     if _in_worker:
         return 1
-    return settings.get().parse_jobs or os.cpu_count() or 1
+    return options.current().parse_jobs or os.cpu_count() or 1
 
 
 @contextmanager
@@ -67,7 +67,7 @@ def in_order(fn: Callable, calls: list[tuple[str, tuple]], n: int) -> Iterator:
     a module-level function (one of a PRELOAD module starts warm); a worker's IngestError
     passes through, a dead worker becomes one.
     """
-    if n <= 1 or len(calls) < 2 or (settings.get().parse_jobs is None
+    if n <= 1 or len(calls) < 2 or (options.current().parse_jobs is None
                                      and _input_bytes(calls) < WORKERS_MIN_BYTES):
         for _, args in calls:
             with gc_paused():
@@ -111,7 +111,7 @@ class _Shared:
 
     def __init__(self, fn: Callable, calls: list[tuple[str, tuple]], n: int):
         self.fn, self.calls = fn, calls
-        self.env = _settings_env()
+        self.options = options.current()
         self.workers = min(n - 1, len(calls) - 1)
         self.window = 2 * n
         self.lock = threading.Condition()
@@ -168,7 +168,7 @@ class _Shared:
                     i, slot = self._next_free(), Future()
                     self.state[i], self.slots[i] = WORKER, slot
                     self.busy += 1
-                self._chain(self.pool.submit(_call, self.env, self.fn, self.calls[i][1]), slot)
+                self._chain(self.pool.submit(_call, self.options, self.fn, self.calls[i][1]), slot)
         except Exception as e:  # noqa: BLE001  (the pool broke: the caller runs the rest)
             with self.lock:
                 for slot in self.slots.values():
@@ -278,17 +278,10 @@ def _exit_with(caller) -> None:
     os._exit(1)
 
 
-def _settings_env() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if k.startswith(settings.PREFIX)}
-
-
-def _call(env: dict[str, str], fn: Callable, args: tuple):
-    """In a worker: fn(*args) under the caller's POLYTRACE_* settings as they are now (the
-    forkserver's environment is the caller's as it was when the forkserver started)."""
-    for key in [k for k in os.environ if k.startswith(settings.PREFIX) and k not in env]:
-        del os.environ[key]
-    os.environ.update(env)
-    with gc_paused():
+def _call(given: options.IngestOptions, fn: Callable, args: tuple):
+    """In a worker: fn(*args) under the caller's ingest options, sent with each call (the worker
+    reads no settings of its own)."""
+    with options.applied(given), gc_paused():
         return fn(*args)
 
 

@@ -25,16 +25,14 @@ class Client:
 
     def ingest(self, *paths: str | Path, name: str | None = None, format: str | None = None,
                force: bool = False) -> str:
-        from polytrace.ingest.load import ingest_paths
-        from polytrace.queries import overview
+        from polytrace import service, settings
+        from polytrace.ingest.options import IngestOptions
         from polytrace.store import StoreError
 
         if not self.write:
             raise StoreError(f"{self.db} is open read-only: connect(write=True) to ingest")
-        result = ingest_paths(self.con, [Path(p) for p in paths], name=name, format=format, force=force)
-        if not result.existing:
-            overview.refresh(self.con, result.run_ids)
-        return result.run_id
+        return service.ingest_run(self.con, [Path(p) for p in paths], options=IngestOptions.of(settings.get()),
+                                  name=name, format=format, force=force).run_id
 
     def query(self, name: str, **params: Any):
         """Run catalog query `name` with its parameters; returns a polars DataFrame.

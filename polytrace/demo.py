@@ -4,8 +4,7 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
-from polytrace import store
-from polytrace.ingest.load import ingest_paths
+from polytrace import service, store
 
 # Every demo run's name starts with this; a database holding only such runs may be rebuilt.
 DEMO_PREFIX = "demo: "
@@ -69,20 +68,18 @@ def math_facts() -> dict[str, int]:
 
 def build(db: Path, seed: int = 0) -> list[str]:
     """Write the synthetic traces to a temp dir and ingest them; returns the run ids."""
-    from polytrace.queries import overview
-    from polytrace.workload.whatif import simulate_and_store
+    from polytrace.workload.whatif import GRID
 
     con = store.open(db)
     try:
         with tempfile.TemporaryDirectory(prefix="polytrace-demo-traces-") as tmp:
             folders = write_traces(Path(tmp), seed)
-            math_run = ingest_paths(con, [folders["math"]], name=MATH_RUN,
-                                    run_overrides=math_facts()).run_id
+            math_run = service.ingest_run(con, [folders["math"]], name=MATH_RUN,
+                                          run_overrides=math_facts()).run_id
             # The What if section: the math run simulated under every dispatch policy with
             # the cost model built into the code (calibrated on the shared H200 replay).
-            simulate_and_store(con, math_run)
-            agent_run = ingest_paths(con, [folders["agent"]], name=AGENT_RUN).run_id
-        overview.refresh(con, [math_run, agent_run])
+            service.simulate_run(con, math_run, calibration=GRID)
+            agent_run = service.ingest_run(con, [folders["agent"]], name=AGENT_RUN).run_id
     finally:
         con.close()
     return [math_run, agent_run]

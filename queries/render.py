@@ -1,10 +1,13 @@
-"""Renderings of a query Answer: JSON-ready rows, CSV text, Parquet bytes, a terminal table, polars."""
+"""Renderings of a query Answer: JSON-ready rows, CSV text, Parquet bytes, a terminal table, polars;
+and the registry of output formats (RENDERERS) that REST, the CLI and the pages offer."""
 from __future__ import annotations
 
 import csv
 import io
+import json
 import math
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Callable
 
 from polytrace.queries.runner import Answer
 
@@ -79,3 +82,32 @@ def polars(answer: Answer):
     import polars as pl
 
     return pl.from_arrow(answer.table)
+
+
+# --- the output formats: a new one is one entry here ------------------------------------------
+
+@dataclass(frozen=True)
+class Renderer:
+    """An output format: its name (REST's ?format= and the CLI's --output), its media type over
+    HTTP and the Accept types that ask for it (none: terminal only), whether the CLI offers it,
+    and `render`, the whole output (a REST download, the CLI's stdout); None for the terminal
+    table, which rich prints. REST's JSON is the query's body (json_body) rather than `render`."""
+
+    name: str
+    media_type: str | None
+    accepts: tuple[str, ...]
+    cli: bool
+    render: Callable[[Answer], str | bytes] | None
+
+
+RENDERERS: dict[str, Renderer] = {r.name: r for r in (
+    Renderer("table", None, (), True, None),
+    Renderer("json", "application/json", ("application/json",), True,
+             lambda answer: json.dumps(records(answer)) + "\n"),
+    Renderer("csv", "text/csv; charset=utf-8", ("text/csv",), True, csv_text),
+    Renderer("parquet", "application/vnd.apache.parquet",
+             ("application/vnd.apache.parquet", "application/x-parquet"), False, parquet_bytes),
+)}
+# The formats REST serves (json first: the default), and those the CLI's --output takes (table first).
+HTTP_FORMATS = tuple(name for name, r in RENDERERS.items() if r.media_type)
+CLI_FORMATS = tuple(name for name, r in RENDERERS.items() if r.cli)

@@ -11,12 +11,12 @@ from fastapi.openapi.utils import get_openapi
 from fastapi.responses import HTMLResponse
 from swagger_ui_bundle import swagger_ui_path
 
+from polytrace import service
 from polytrace import settings as polytrace_settings
-from polytrace.queries import overview
 from polytrace.server import errors
 from polytrace.server.db import Database
 from polytrace.server.responses import CompressedStaticFiles, Json
-from polytrace.server.routers import api, pages
+from polytrace.server.routers import live, pages, queries, runs, simulate, uploads
 from polytrace.server.security import HostCheck, SecurityHeaders, csrf_token
 from polytrace.server.uploads import remove_stale
 from polytrace.server.watch import OverviewLines
@@ -31,7 +31,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     remove_stale()  # the temporary folders of uploads a killed server was receiving
     lines = None
     if not settings.lake:  # runs an older catalog summed up get their overview line again
-        db.write(lambda cur: overview.refresh(cur, overview.stale(cur)))
+        db.write(service.refresh_stale)
         lines = OverviewLines(db.write).start()  # live runs' lines, off the append path
 
     @asynccontextmanager
@@ -61,8 +61,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     # outermost last: the Host check runs first, then every answer gets the security headers
     app.add_middleware(SecurityHeaders)
     app.add_middleware(HostCheck, settings=settings)
-    app.include_router(api.build_router())
-    _documented(app, api.query_operations())
+    # the catalog first: FastAPI tries the routes in turn, and most requests are a chart's query
+    for resource in (queries, runs, uploads, live, simulate):
+        app.include_router(resource.router())
+    _documented(app, queries.query_operations())
     _offline_docs(app)
     pages.mount(app)
     return app

@@ -5,12 +5,14 @@ import hmac
 from typing import Annotated
 
 from fastapi import Depends, Request
+from fastapi import Path as PathParam
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from polytrace.server.db import Database
 from polytrace.server.errors import ApiError
 from polytrace.server.security import check_same_origin
 from polytrace.settings import Settings
+from polytrace.store.runs import RUN_ID
 
 _bearer = HTTPBearer(auto_error=False, scheme_name="token",
                      description="POLYTRACE_TOKEN; POST and DELETE need it when it is set.")
@@ -27,6 +29,7 @@ async def _settings(request: Request) -> Settings:
 
 DbDep = Annotated[Database, Depends(_db)]
 SettingsDep = Annotated[Settings, Depends(_settings)]
+RunIdPath = Annotated[str, PathParam(pattern=RUN_ID.pattern, description="A run id, as /api/runs lists it.")]
 
 
 def require_token(settings: SettingsDep,

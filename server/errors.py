@@ -11,7 +11,8 @@ from fastapi.responses import HTMLResponse, JSONResponse
 from pydantic import BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from polytrace.ingest.load import NO_SPACE, root_cause
+from polytrace.ingest.contract import IngestError
+from polytrace.ingest.load import NO_SPACE, DiskFull, RunConflict, root_cause
 from polytrace.server.db import Closing
 
 log = logging.getLogger("polytrace.server")
@@ -23,6 +24,21 @@ class ErrorBody(BaseModel):
     ok: bool = False
     error: str
     status: int
+
+
+def error_responses(*statuses: int) -> dict:
+    """An operation's error statuses, for OpenAPI: each answers an ErrorBody."""
+    return {s: {"model": ErrorBody} for s in statuses}
+
+
+def ingest_status(e: IngestError) -> int:
+    """The status of an ingest's failure (an upload's or an append's)."""
+    if isinstance(e, RunConflict):
+        return 409
+    if isinstance(e, DiskFull):
+        return 507
+    # no format recognised the input: unsupported content rather than bad content
+    return 415 if e.unrecognised else 400
 
 
 class ApiError(Exception):

@@ -20,18 +20,8 @@ from starlette.staticfiles import NotModifiedResponse, StaticFiles
 from polytrace.queries import render
 from polytrace.queries.runner import Answer
 
-FORMATS = ("json", "csv", "parquet")
-MEDIA_TYPES = {
-    "json": "application/json",
-    "csv": "text/csv; charset=utf-8",
-    "parquet": "application/vnd.apache.parquet",
-}
-_ACCEPT = {
-    "application/json": "json",
-    "text/csv": "csv",
-    "application/vnd.apache.parquet": "parquet",
-    "application/x-parquet": "parquet",
-}
+# Accept header type -> the format it asks for (queries/render.py RENDERERS)
+_ACCEPT = {kind: name for name in render.HTTP_FORMATS for kind in render.RENDERERS[name].accepts}
 # msgspec writes NaN and infinities as null, which is what JSON clients can read.
 _encoder = msgspec.json.Encoder(decimal_format="number", enc_hook=str)
 
@@ -77,14 +67,11 @@ def _truncated_header(truncated: bool) -> dict[str, str]:
     return {"X-PolyTrace-Truncated": "true" if truncated else "false"}
 
 
-def csv_result(answer: Answer, name: str) -> Response:
-    return Response(render.csv_text(answer), media_type=MEDIA_TYPES["csv"],
-                    headers={**_disposition(name, "csv"), **_truncated_header(answer.truncated)})
-
-
-def parquet_result(answer: Answer, name: str) -> Response:
-    return Response(render.parquet_bytes(answer), media_type=MEDIA_TYPES["parquet"],
-                    headers={**_disposition(name, "parquet"), **_truncated_header(answer.truncated)})
+def download(answer: Answer, name: str, fmt: str) -> Response:
+    """A query's answer as a file of format `fmt` (any HTTP format of RENDERERS but JSON's body)."""
+    renderer = render.RENDERERS[fmt]
+    return Response(renderer.render(answer), media_type=renderer.media_type,
+                    headers={**_disposition(name, fmt), **_truncated_header(answer.truncated)})
 
 
 # ---- static files ---------------------------------------------------------------------------

@@ -16,6 +16,8 @@ from python_multipart.exceptions import FormParserError
 from python_multipart.multipart import MultipartParser, parse_options_header
 from starlette.requests import ClientDisconnect, Request
 
+from polytrace.ingest import registry
+from polytrace.ingest.contract import IngestError
 from polytrace.ingest.run_facts import GIVEN_RUN_FACTS
 from polytrace.server.errors import ApiError
 
@@ -86,6 +88,21 @@ class Upload:
     def discard(self) -> None:
         shutil.rmtree(self.root, ignore_errors=True)
         os.close(self.lock)
+
+
+def forced_format(value: str | None) -> str | None:
+    """The format a client forced (an upload's form field, an append's parameter), by its registry name."""
+    if not value:
+        return None
+    try:
+        return registry.get(value).name
+    except IngestError as e:
+        raise ApiError(422, f"parameter 'format': {e}") from None
+
+
+def form_field(option: str) -> str:
+    """How the API names an ingest option in a hint: the form field that sets it."""
+    return f"the {option!r} form field"
 
 
 def remove_stale(tmp: str | None = None) -> int:

@@ -2,8 +2,8 @@
 (`polytrace serve --watch DIR`), into a database file (`polytrace watch DIR --db FILE`), or toward
 a running server through POST /api/runs/{id}/append (`polytrace watch DIR --server URL`).
 
-Every path commits through `commit` (ingest.load.append_chunk: one transaction with the file's
-committed offset). The run's line in the runs overview and its stored answers read every step of
+Every path commits through the service layer's `append` (ingest.load.append_chunk: one transaction
+with the file's committed offset). The run's line in the runs overview and its stored answers read every step of
 the run, so they are kept off the append path: OverviewLines refreshes them at most every
 OVERVIEW_EVERY_S during a burst of appends (less often for a run whose refresh is long, so that
 it holds the writer at most BUSY_SHARE of the time), and once more as soon as the run goes quiet.
@@ -37,8 +37,8 @@ from polytrace.ingest.live import (
     live_run_id,
     record_note,
 )
-from polytrace.ingest.load import append_chunk
-from polytrace.queries import overview
+from polytrace import service
+from polytrace.ingest.options import IngestOptions
 from polytrace.server.headlines import step_span
 
 Say = Callable[[str], None]
@@ -47,11 +47,6 @@ Say = Callable[[str], None]
 OVERVIEW_EVERY_S = 2.0   # during a burst of appends, a run's overview line at most this often
 BUSY_SHARE = 0.2         # and its refresh (which holds the writer) at most this share of the time
 QUIET_S = 1.0            # a run with no append for this long gets its line at once
-
-
-def commit(con, run_id: str, chunk: Chunk, name: str | None = None, source: str | None = None) -> Appended:
-    """Append a chunk to a live run (one transaction with the file's committed offset)."""
-    return append_chunk(con, run_id, chunk, name=name, source=source)
 
 
 class OverviewLines:
@@ -92,7 +87,7 @@ class OverviewLines:
         """Refresh the run's line and answers; how long that held the writer (s), its wait for the
         writer left out."""
         started = self.clock()
-        overview.refresh(con, [run_id])
+        service.refresh(con, [run_id])
         return self.clock() - started
 
     def _every(self, run_id: str) -> float:
@@ -128,28 +123,24 @@ class DatabaseSink:
     source: str
     write: Callable[[Callable], Any]
     lines: OverviewLines | None = None  # None: the run's overview line right after each append
+    options: IngestOptions | None = None  # the ingest's limits and tokenizer, from the settings
 
     def states(self) -> dict[str, FileState]:
         return self.write(lambda con: file_states(con, self.run_id))
 
     def append(self, chunk: Chunk) -> Appended:
-        appended = self.write(lambda con: commit(con, self.run_id, chunk, self.name, self.source))
-        if not (appended.steps or appended.rows):
-            return appended
-        if self.lines:
-            self.lines.mark(self.run_id)
-        else:
-            self.write(lambda con: overview.refresh(con, [self.run_id]))
-        return appended
+        return self.write(lambda con: service.append(con, self.run_id, chunk, name=self.name, source=self.source,
+                                                     options=self.options, lines=self.lines))
 
     def note(self, file_name: str, text: str) -> None:
         self.write(lambda con: record_note(con, self.run_id, file_name, text))
 
 
-def sinks_into(con, lines: OverviewLines | None = None) -> Callable[[str, str, str], DatabaseSink]:
+def sinks_into(con, lines: OverviewLines | None = None, options: IngestOptions | None = None
+               ) -> Callable[[str, str, str], DatabaseSink]:
     """A follower's sinks into a connection this process alone writes with (`watch --db`); without
     `lines`, each append refreshes its run's overview line at once."""
-    return lambda run_id, name, source: DatabaseSink(run_id, name, source, lambda fn: fn(con), lines)
+    return lambda run_id, name, source: DatabaseSink(run_id, name, source, lambda fn: fn(con), lines, options)
 
 
 @dataclass
@@ -259,8 +250,8 @@ class Watching:
     """The server's followers, on one thread that commits through the server's one writer."""
 
     def __init__(self, db, lines: OverviewLines, directories: list[Path], *, settle_s: float = SETTLE_S,
-                 poll_s: float = POLL_S, say: Say | None = None):
-        self.db, self.lines, self.poll_s = db, lines, poll_s
+                 poll_s: float = POLL_S, say: Say | None = None, options: IngestOptions | None = None):
+        self.db, self.lines, self.poll_s, self.options = db, lines, poll_s, options
         self.say = say or (lambda text: print(f"watch: {text}", file=sys.stderr))
         self.directories = [Path(d) for d in directories]
         self.settle_s = settle_s
@@ -269,7 +260,8 @@ class Watching:
         self._thread = threading.Thread(target=self._run, name="polytrace-watch", daemon=True)
 
     def _sink(self, run_id: str, name: str, source: str) -> DatabaseSink:
-        return DatabaseSink(run_id, name, source, lambda fn: self.db.write(fn, runs=[run_id]), self.lines)
+        return DatabaseSink(run_id, name, source, lambda fn: self.db.write(fn, runs=[run_id]), self.lines,
+                            self.options)
 
     def _run(self) -> None:
         followers = [follower(d, self._sink, settle_s=self.settle_s, say=self.say) for d in self.directories]

@@ -21,6 +21,7 @@ from polytrace.store.runs import delete_run
 from tests.corpus import mutations
 from tests.corpus.cases import build, dump
 from tests.corpus.test_corpus import accepted_problem, cli_args, outcome, refusal_problem, run_cli, snapshot
+from tests.ingest_settings import set_ingest_env
 
 NAME = "lengths-tsv"
 MODULE = '''
@@ -114,7 +115,7 @@ def test_polytrace_ingest_takes_it_and_archives_of_it(new_format, tmp_path):
 
 
 def test_the_corpus_mutates_its_sample_and_every_bad_case_is_refused(new_format, tmp_path, monkeypatch):
-    monkeypatch.setenv("POLYTRACE_MAX_INFLATE_BYTES", str(mutations.INFLATE_LIMIT))
+    set_ingest_env(monkeypatch, "POLYTRACE_MAX_INFLATE_BYTES", str(mutations.INFLATE_LIMIT))
     cases = build(NAME)
     assert len(cases) >= 200
     kinds = Counter(c.kind.split(":")[0] for c in cases)
@@ -147,7 +148,7 @@ def test_the_corpus_mutates_its_sample_and_every_bad_case_is_refused(new_format,
 
 
 def test_the_cli_refuses_its_bad_cases_in_one_line(new_format, tmp_path, monkeypatch):
-    monkeypatch.setenv("POLYTRACE_MAX_INFLATE_BYTES", str(mutations.INFLATE_LIMIT))
+    set_ingest_env(monkeypatch, "POLYTRACE_MAX_INFLATE_BYTES", str(mutations.INFLATE_LIMIT))
     bad = [c for c in build(NAME) if c.must_reject][::10]
     db = tmp_path / "cli.duckdb"
     problems = []

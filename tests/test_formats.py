@@ -14,6 +14,7 @@ from polytrace.ingest.layout import run_facts
 from polytrace.ingest.load import ingest_paths
 from tests.conftest import FIXTURES
 from tests.corpus.seeds import tar_gz, zip_of
+from tests.ingest_settings import set_ingest_env
 
 FORMATS = FIXTURES / "formats"
 
@@ -354,12 +355,12 @@ def test_archive_members_share_one_inflate_limit(con, tmp_path, monkeypatch):
     archive = tmp_path / "two.zip"
     archive.write_bytes(zip_of({"packed_lengths_step_0.jsonl": member,
                                 "packed_lengths_step_1.jsonl": member.replace(b'"step": 0', b'"step": 1')}))
-    monkeypatch.setenv("POLYTRACE_MAX_INFLATE_BYTES", "100000")
+    set_ingest_env(monkeypatch, "POLYTRACE_MAX_INFLATE_BYTES", "100000")
     with pytest.raises(IngestError) as e:
         ingest_paths(con, [archive])
     assert str(e.value) == ("two.zip!packed_lengths_step_1.jsonl: inflates past 100000 bytes "
                             "(limit POLYTRACE_MAX_INFLATE_BYTES)")
-    monkeypatch.setenv("POLYTRACE_MAX_INFLATE_BYTES", "200000")
+    set_ingest_env(monkeypatch, "POLYTRACE_MAX_INFLATE_BYTES", "200000")
     assert ingest_paths(con, [archive]).rows == {"samples": 2 * 2 * (60_000 // len(line))}
 
 

@@ -18,6 +18,7 @@ from polytrace.ingest.load import ingest_paths
 from polytrace.queries.catalog import bind, get_query
 from polytrace.queries.perfetto import chrome_trace
 from polytrace.queries.runner import run_bound
+from tests.ingest_settings import set_ingest_env
 
 KINETO = "kineto"
 
@@ -400,7 +401,7 @@ def test_gzip_bomb_is_refused(con, tmp_path, monkeypatch):
     doc["padding"] = " " * 2_000_000
     path = tmp_path / "rank0.json.gz"
     path.write_bytes(gzip.compress(json.dumps(doc).encode()))
-    monkeypatch.setenv("POLYTRACE_MAX_INFLATE_BYTES", "100000")
+    set_ingest_env(monkeypatch, "POLYTRACE_MAX_INFLATE_BYTES", "100000")
     assert "POLYTRACE_MAX_INFLATE_BYTES" in bad_input(con, path)
 
 
@@ -411,7 +412,7 @@ def test_bomb_inside_an_archive_is_refused(con, tmp_path, monkeypatch):
         info = tarfile.TarInfo("job/rank0.json.gz")
         info.size = len(member)
         tar.addfile(info, io.BytesIO(member))
-    monkeypatch.setenv("POLYTRACE_MAX_INFLATE_BYTES", "200000")
+    set_ingest_env(monkeypatch, "POLYTRACE_MAX_INFLATE_BYTES", "200000")
     assert "POLYTRACE_MAX_INFLATE_BYTES" in bad_input(con, archive)
 
 
@@ -452,7 +453,7 @@ def test_dlrm_eight_rank_archive(con, shared_data):
 
 
 def ingested_tables(path: Path, jobs: str, db: Path, monkeypatch) -> dict:
-    monkeypatch.setenv("POLYTRACE_PARSE_JOBS", jobs)
+    set_ingest_env(monkeypatch, "POLYTRACE_PARSE_JOBS", jobs)
     con = store.open(db)
     try:
         result = ingest_paths(con, [path])

@@ -27,7 +27,7 @@ from polytrace.queries.catalog import load_catalog
 from polytrace.queries.runner import run
 from polytrace.server.headlines import step_span
 from polytrace.server.responses import Json
-from polytrace.server.routers.api import _run_detail
+from polytrace.server.routers.runs import _run_detail
 from polytrace.server.watch import follow, follower, sinks_into
 from tests import test_browser
 from tests.conftest import ROOT, SHARED_DATA, free_port

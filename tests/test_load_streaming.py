@@ -8,6 +8,7 @@ from polytrace.ingest import load
 from polytrace.ingest.contract import IngestError
 from polytrace.ingest.load import ingest_paths
 from polytrace.store.runs import data_tables
+from tests.ingest_settings import set_ingest_env
 
 LINE = '{{"step": {step}, "rank": 0, "dp_rank": 0, "tp_rank": 0, "input": 10, "output": [1, 3]}}\n'
 
@@ -69,7 +70,7 @@ def test_a_late_filter_failure_rolls_back_flushed_files(con, tmp_path, flush_eve
 def parse_in_workers(monkeypatch):
     """Fork two parse workers even for tiny inputs."""
     monkeypatch.setattr(load, "PARALLEL_MIN_BYTES", 0)
-    monkeypatch.setenv("POLYTRACE_PARSE_JOBS", "2")
+    set_ingest_env(monkeypatch, "POLYTRACE_PARSE_JOBS", "2")
 
 
 def table_rows(con, run_id: str) -> dict:
@@ -83,7 +84,7 @@ def test_worker_processes_parse_what_one_process_parses(tmp_path, parse_in_worke
         assert load.parse_jobs(inputs) == 2
     parallel = store.open(tmp_path / "parallel.duckdb")
     in_workers = ingest_paths(parallel, paths)
-    monkeypatch.setenv("POLYTRACE_PARSE_JOBS", "1")
+    set_ingest_env(monkeypatch, "POLYTRACE_PARSE_JOBS", "1")
     with load.collected(paths) as inputs:
         assert load.parse_jobs(inputs) == 1
     serial = store.open(tmp_path / "serial.duckdb")
@@ -97,12 +98,14 @@ def test_a_parse_failure_in_a_worker_leaves_the_tables_unchanged(con, tmp_path, 
     assert_late_failure_changes_nothing(con, tmp_path)
 
 
-def test_parse_jobs_must_be_a_number(con, tmp_path, parse_in_workers, monkeypatch):
+def test_parse_jobs_must_be_a_number(monkeypatch):
+    """Checked where the settings are read (a front end), before any ingest starts."""
     monkeypatch.setenv("POLYTRACE_PARSE_JOBS", "many")
-    from polytrace.settings import SettingsError
+    from polytrace.ingest.options import IngestOptions
+    from polytrace.settings import Settings, SettingsError
 
     with pytest.raises(SettingsError, match="setting POLYTRACE_PARSE_JOBS: not an integer: 'many'"):
-        ingest_paths(con, steps(tmp_path, 2))
+        IngestOptions.of(Settings())
 
 
 def test_a_parse_worker_imports_every_format_but_not_duckdb():

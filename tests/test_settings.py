@@ -74,3 +74,30 @@ def test_query_on_a_missing_database_is_an_error_and_creates_nothing(tmp_path):
     assert out.returncode == 2
     assert out.stderr == f"error: no database at {db} (ingest a run first: polytrace ingest PATH --db {db})\n"
     assert not db.exists()
+
+
+def test_the_apps_settings_reach_the_ingest_of_an_upload(tmp_path, monkeypatch):
+    """create_app(Settings(max_inflate_bytes=...)) is the limit its uploads get, with no
+    POLYTRACE_MAX_INFLATE_BYTES in the environment: the one Settings object travels down."""
+    import gzip
+
+    from fastapi.testclient import TestClient
+
+    from polytrace.server.app import create_app
+    from polytrace.settings import Settings
+
+    monkeypatch.delenv("POLYTRACE_MAX_INFLATE_BYTES", raising=False)
+    line = b'{"step": 0, "input": 10, "output": [1, 3]}\n'
+    packed = gzip.compress(line * 100)  # 4,400 bytes inflated
+    app = create_app(Settings(db=str(tmp_path / "small.duckdb"), max_inflate_bytes=1024, token="t"))
+    with TestClient(app, base_url="http://127.0.0.1") as c:
+        got = c.post("/api/runs", files={"file": ("packed_lengths_step_0.jsonl.gz", packed)},
+                     headers={"Authorization": "Bearer t"})
+    assert got.status_code == 400, got.text
+    assert got.json()["error"] == ("packed_lengths_step_0.jsonl.gz: gzip inflates past 1024 bytes "
+                                   "(limit POLYTRACE_MAX_INFLATE_BYTES)")
+    app = create_app(Settings(db=str(tmp_path / "large.duckdb"), max_inflate_bytes=1 << 20, token="t"))
+    with TestClient(app, base_url="http://127.0.0.1") as c:
+        got = c.post("/api/runs", files={"file": ("packed_lengths_step_0.jsonl.gz", packed)},
+                     headers={"Authorization": "Bearer t"})
+    assert got.status_code == 201, got.text

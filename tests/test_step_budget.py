@@ -221,11 +221,11 @@ def test_whatif_fits_a_timed_log_and_simulates_a_packed_trace_on_the_grid(make_s
 
 def test_whatif_fits_engine_times_where_every_engine_timed_its_rollout():
     """rank_stage 'gen' on two steps (the packed golden case): the per-engine model of the log."""
-    from polytrace.server.routers.api import _simulate
+    from polytrace.server.routers.simulate import simulate
 
     con = load_case("packed")
     try:
-        body = _simulate("r1", con)
+        body = simulate("r1", con)
         assert body["calibration"] == "log" and "length-balanced" in body["policies"]
         assert con.execute("SELECT DISTINCT model FROM gen_forecast WHERE run_id = 'r1'").fetchall() == \
             [("log:engine",)]

@@ -1,5 +1,12 @@
-"""Simulation results for the catalog (the whatif table) and their comparison with measured engine times."""
+"""What if: the one simulation policy (which calibration, policies and engine counts a simulation of
+a run uses, for the CLI and REST alike), its results for the catalog (the whatif table) and their
+comparison with measured engine times."""
 from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 
@@ -77,6 +84,165 @@ def offer(con, run_id: str) -> str | None:
     if timed_rollout(con, run_id):
         return "log"
     return "grid" if can_simulate(con, run_id) else None
+
+
+GRID = "grid"  # the calibration that names the built-in cost model
+Engines = tuple[str, float]  # ("=", count) or ("x", multiple of the recorded engines)
+
+
+@dataclass
+class Simulation:
+    """A run simulated: the whatif rows, the policies asked, the calibration they are stored under,
+    the forward validation of a log fit, the cost model (per-sample runs) and the log fit itself."""
+
+    rows: list[dict]
+    policies: list[str]
+    calibration: str
+    forecast: list[dict] | None = None
+    model: CostModel | None = None
+    log_fit: Any = None  # genfit.LogCalibration with --calibration log or auto
+    stored: int | None = None  # whatif rows stored (service.simulate_run)
+
+
+def simulation(con, run_id: str, calibration: str = "auto", policies: list[str] | None = None,
+               engines: Engines | None = None, engine_speed: str = "uniform",
+               model: CostModel | None = None) -> Simulation:
+    """Simulate a run under dispatch policies, without storing anything.
+
+    calibration "log" fits the gen time to the run's own steps (workload/genfit.py), validated
+    forward; "grid" is the cost model built into the code (H200_REPLAY_GRID); a file is a cost
+    model (calib.json grid or iters.jsonl), `model` when the caller loaded it already. "auto",
+    what POST /api/runs/{id}/whatif does, takes the log fit when the run timed its rollout and
+    the fit holds, else the grid, and only the default what-ifs of either (no half-cap or
+    x2-engines row: those are the CLI's `--calibration log` defaults)."""
+    if model is None and calibration == "auto":
+        return _auto(con, run_id)
+    if model is None and calibration == GRID:
+        return _on_grid(con, run_id, policies)
+    if model is None and calibration == "log":
+        return _from_log(con, run_id, policies, engines)
+    from polytrace.workload import costmodel, simulate
+
+    model = model or costmodel.load(Path(calibration))
+    if engine_speed == "uniform":
+        model = dataclasses.replace(model, speed={})
+    count = engines_for_samples(con, run_id, engines)
+    rows = simulate.simulate(simulate.load_steps(con, run_id), model, policies or list(DEFAULT_POLICIES), count)
+    return Simulation(rows, policies or list(DEFAULT_POLICIES), calibration, model=model)
+
+
+def _on_grid(con, run_id: str, policies: list[str] | None) -> Simulation:
+    from polytrace.workload import simulate
+
+    policies = policies or list(DEFAULT_POLICIES)
+    rows = simulate.simulate(simulate.load_steps(con, run_id), H200_REPLAY_GRID, policies)
+    return Simulation(rows, policies, H200_REPLAY_GRID.source, model=H200_REPLAY_GRID)
+
+
+def _from_log(con, run_id: str, policies: list[str] | None, engines: Engines | None) -> Simulation:
+    from polytrace.workload import genfit, simulate
+
+    cal = genfit.calibrate(con, run_id)
+    if cal.kind == "engine":
+        count = engines_for_samples(con, run_id, engines)
+        policies = policies or [*DEFAULT_POLICIES, half_cap(con, run_id)]
+        rows = simulate.simulate(simulate.load_steps(con, run_id), cal.cost_model, policies, count)
+    else:
+        policies = policies or step_policies(cal)
+        caps = step_caps(policies)
+        rows = step_rows(cal, caps, [_multiple(_per_step_engines(engines))])
+    return Simulation(rows, policies, "log", cal.forecast, cal.cost_model, cal)
+
+
+def _auto(con, run_id: str) -> Simulation:
+    from polytrace.workload import genfit, simulate
+
+    try:
+        cal = genfit.calibrate(con, run_id) if timed_rollout(con, run_id) else None
+    except WorkloadError:
+        cal = None  # too little to fit: the grid, or the error saying what the grid needs
+    if cal is None and not can_simulate(con, run_id):
+        raise WorkloadError(f"run {run_id!r} has no samples with a dp_rank: the simulation needs "
+                            "per-rank response lengths")
+    if cal is not None and cal.kind == "step":
+        policies = step_policies(cal)
+        return Simulation(step_rows(cal, step_caps(policies), []), policies, "log", cal.forecast, log_fit=cal)
+    if cal is None:
+        return _on_grid(con, run_id, None)
+    rows = simulate.simulate(simulate.load_steps(con, run_id), cal.cost_model, list(DEFAULT_POLICIES))
+    return Simulation(rows, list(DEFAULT_POLICIES), "log", cal.forecast, cal.cost_model, cal)
+
+
+def step_policies(cal) -> list[str]:
+    """The default what-ifs of a per-step (verl log) fit: as recorded, and half the response cap."""
+    return ["as-recorded", f"cap:{max(1, int(cal.steps.span) // 2)}"]
+
+
+def step_rows(cal, caps: list[float], multiples: list[float]) -> list[dict]:
+    """What-if rows of a per-step fit: as-recorded, each cap, and each engine multiple."""
+    from polytrace.workload import genfit
+
+    return genfit.step_whatif(cal.steps, cal.step_model, caps, [(f"x{k:g}", k) for k in multiples])
+
+
+def step_caps(policies: list[str]) -> list[float]:
+    """The caps of a per-step fit's what-ifs; any dispatch policy among them is an error."""
+    from polytrace.workload import simulate
+
+    caps, unsupported = [], []
+    for name in policies:
+        if name.startswith("cap:"):
+            caps.append(simulate.parse_cap(name))
+        elif name != "as-recorded":
+            unsupported.append(name)
+    if unsupported:
+        raise WorkloadError(f"{', '.join(unsupported)}: dispatch policies need per-sample lengths with dp "
+                            "ranks, and this run has step metrics only; with --calibration log it "
+                            "simulates as-recorded, cap:C and --engines xK")
+    return caps
+
+
+def _per_step_engines(engines: Engines | None) -> Engines:
+    engines = engines or ("x", 2.0)
+    if engines[0] == "=":
+        raise WorkloadError("the log does not say how many rollout engines the run used: give --engines "
+                            "as a multiple of them, e.g. --engines x2")
+    return engines
+
+
+def _multiple(engines: Engines) -> float:
+    if not engines[1] > 0:
+        raise WorkloadError(f"--engines x{engines[1]:g}: the multiple must be positive")
+    return engines[1]
+
+
+def half_cap(con, run_id: str) -> str:
+    """The default cap what-if of a per-sample run: half its cap (or half its longest response)."""
+    cap = con.execute("SELECT coalesce((SELECT max_response_len FROM runs WHERE run_id = ?), "
+                      "(SELECT max(response_len) FROM samples WHERE run_id = ?))", [run_id, run_id]).fetchone()[0]
+    return f"cap:{max(1, int(cap or 2) // 2)}"
+
+
+def engines_for_samples(con, run_id: str, engines: Engines | None) -> int | None:
+    """An absolute engine count for the per-sample simulation; xK scales the run's dp ranks. An
+    engine beyond the largest step's samples would only sit idle (and cost the simulation its
+    time and memory), so a count past them is refused."""
+    if engines is None:
+        return None
+    if engines[0] == "=":
+        count = int(engines[1])
+        if count < 1:
+            raise WorkloadError(f"--engines must be at least 1, got {count}")
+    else:
+        recorded = con.execute("SELECT 1 + max(dp_rank) FROM samples WHERE run_id = ?", [run_id]).fetchone()[0]
+        count = max(1, round(_multiple(engines) * (recorded or 1)))
+    most = con.execute("SELECT max(n) FROM (SELECT count(*) AS n FROM samples WHERE run_id = ? GROUP BY step)",
+                       [run_id]).fetchone()[0]
+    if most is not None and count > most:
+        given = f"{count:,} engines" if engines[0] == "=" else f"x{engines[1]:g} means {count:,} engines"
+        raise WorkloadError(f"--engines {given}, more than the {most:,} samples of the run's largest step: "
+                            "an engine without a sample only sits idle")
+    return count
 
 
 def simulate_and_store(con, run_id: str, model: CostModel = H200_REPLAY_GRID,

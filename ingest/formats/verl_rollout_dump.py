@@ -31,7 +31,7 @@ from typing import Any
 import msgspec
 import pyarrow as pa
 
-from polytrace import settings
+from polytrace.ingest import options
 from polytrace.ingest.canonical import KEY_TYPES, samples_table, table
 from polytrace.ingest.contract import Format, IngestError, Parsed, Sample
 from polytrace.ingest.jsonl import SmallInt, line_numbered
@@ -122,7 +122,7 @@ class Groups:
 
 
 def tokenizer_path() -> str | None:
-    path = settings.get().tokenizer
+    path = options.current().tokenizer
     return str(path) if path else None
 
 

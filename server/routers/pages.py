@@ -17,14 +17,14 @@ from fastapi.templating import Jinja2Templates
 from polytrace.ingest.registry import FORMATS
 from polytrace.queries.catalog import SECTIONS, Column, Query, load_catalog
 from polytrace.queries.display import MAX_POINTS
-from polytrace.queries.render import jsonable
+from polytrace.queries.render import HTTP_FORMATS, jsonable
 from polytrace.queries.runner import QueryError, QueryTimeout
 from polytrace.server.db import Database
 from polytrace.server.deps import DbDep, SettingsDep
 from polytrace.server.errors import ApiError, error_response, explained
 from polytrace.server.headlines import difference, fmt, ratio, step_span
 from polytrace.server.responses import CompressedStaticFiles, attachment
-from polytrace.server.routers.api import DISPLAY_PARAMS, chart_body, not_modified, run_findings, validators
+from polytrace.server.reads import DISPLAY_PARAMS, chart_body, not_modified, run_findings, validators
 
 router = APIRouter(include_in_schema=False)
 # The raw views (query page, headline numbers): as many points as `_points` allows.
@@ -94,7 +94,7 @@ def chart_info(query: Query, params: dict[str, Any], length_unit: str = "tokens"
         "caption": lead, "doc": doc, "chart": spec, "columns": columns,
         "params": {k: v for k, v in params.items() if v not in (None, "")},
         "rest": {f: rest_url(query.name, params, None if f == "json" else f)
-                 for f in ("json", "csv", "parquet")},
+                 for f in HTTP_FORMATS},
         "linked": spec.get("x") == "step" and spec.get("kind") not in ("table", "hist"),
         "step_params": all(any(p.name == s for p in query.params) for s in STEP_PARAMS),
         "points": MAX_POINTS,

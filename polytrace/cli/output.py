@@ -1,0 +1,60 @@
+"""What the commands print: a query Answer (or rows like one) in the format of --output (the
+registry in queries/render.py), and the settings the CLI runs queries and ingests under."""
+from __future__ import annotations
+
+import sys
+
+from polytrace.queries.render import CLI_FORMATS  # noqa: F401 (each command's --output choices)
+
+
+def print_answer(answer, output: str) -> None:
+    """A query Answer on stdout as a table, JSON records or CSV; a cut at the row cap on stderr."""
+    from polytrace.queries import render
+
+    renderer = render.RENDERERS[output]
+    if renderer.render is not None:
+        sys.stdout.write(renderer.render(answer))
+    else:
+        from rich.console import Console
+
+        Console(width=max(100, 14 * len(answer.columns))).print(render.terminal_table(answer))
+    if answer.truncated:
+        print(f"truncated at {answer.table.num_rows:,} rows (raise POLYTRACE_ROW_CAP)", file=sys.stderr)
+
+
+def print_result(columns: list[str], rows: list[tuple], output: str) -> None:
+    """Rows that are not a catalog query's (simulate, synth) rendered like one."""
+    import pyarrow as pa
+
+    from polytrace.queries.runner import Answer
+
+    table = pa.Table.from_pylist([dict(zip(columns, r)) for r in rows]) if rows else \
+        pa.table({c: pa.array([], pa.null()) for c in columns})
+    print_answer(Answer(table.select(columns), False), output)
+
+
+
+def limits():
+    """The runner's time limit and row cap, from the settings."""
+    from polytrace import settings
+    from polytrace.queries.runner import Limits
+
+    s = settings.get()
+    return Limits(timeout_ms=s.query_timeout_ms, row_cap=s.row_cap)
+
+
+def ingest_options(tokenizer: str | None = None):
+    """The ingest's options from the settings, with --tokenizer (a file) over POLYTRACE_TOKENIZER."""
+    import dataclasses
+    from pathlib import Path
+
+    from polytrace import settings
+    from polytrace.cli.errors import CliError
+    from polytrace.ingest.options import IngestOptions
+
+    options = IngestOptions.of(settings.get())
+    if tokenizer is None:
+        return options
+    if not Path(tokenizer).is_file():
+        raise CliError(f"--tokenizer {tokenizer}: no such file (give a tokenizer.json)")
+    return dataclasses.replace(options, tokenizer=Path(tokenizer).resolve())

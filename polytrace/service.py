@@ -1,0 +1,83 @@
+"""The use cases that change a database, one function each: the write and everything that must
+follow it (the runs' overview lines and stored answers), so that no front end can forget a step.
+
+The CLI, `Client`, the routers, the live followers and the demo call these; each takes the
+connection it writes with (the server's comes from its one writer) and the ingest options its
+front end built from the one Settings object.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Protocol
+
+from polytrace.ingest import options as ingest_options
+from polytrace.ingest.lake_ingest import ingest_to_lake
+from polytrace.ingest.live import Appended, Chunk
+from polytrace.ingest.load import IngestResult, append_chunk, ingest_paths
+from polytrace.ingest.options import IngestOptions
+from polytrace.queries import overview
+from polytrace.store import runs
+from polytrace.workload import whatif
+
+
+class Marks(Protocol):
+    """Runs whose overview line is refreshed later (server/watch.py OverviewLines)."""
+
+    def mark(self, run_id: str) -> None: ...
+
+
+def refresh(con, run_ids: list[str]) -> None:
+    """These runs' overview lines and stored answers, after a write changed them."""
+    overview.refresh(con, run_ids)
+
+
+def refresh_stale(con) -> list[str]:
+    """The runs an older catalog summed up (or a write left unsummed), summed up again; their ids."""
+    stale = overview.stale(con)
+    overview.refresh(con, stale)
+    return stale
+
+
+def ingest_run(con, paths: list[Path], *, options: IngestOptions | None = None, **how) -> IngestResult:
+    """Ingest files as one run (`how`: ingest_paths' keywords) and sum up what it added."""
+    with ingest_options.applied(options):
+        result = ingest_paths(con, paths, **how)
+    if not result.existing:
+        refresh(con, result.run_ids)
+    return result
+
+
+def ingest_into_lake(paths: list[Path], lake: Path, *, options: IngestOptions | None = None,
+                     **how) -> IngestResult:
+    """Ingest files as one run of a Parquet lake, its overview line written with it."""
+    with ingest_options.applied(options):
+        return ingest_to_lake(paths, lake, before_export=lambda con, run_id: refresh(con, [run_id]), **how)
+
+
+def append(con, run_id: str, chunk: Chunk, *, name: str | None = None, source: str | None = None,
+           options: IngestOptions | None = None, lines: Marks | None = None) -> Appended:
+    """Append a followed file's whole steps to a live run. A run that changed is summed up at
+    once, or, given `lines`, marked for them to sum up off the append path."""
+    with ingest_options.applied(options):
+        appended = append_chunk(con, run_id, chunk, name=name, source=source)
+    if appended.steps or appended.rows:
+        if lines is not None:
+            lines.mark(run_id)
+        else:
+            refresh(con, [run_id])
+    return appended
+
+
+def delete_run(con, run_id: str) -> bool:
+    """Remove a run, its rows, overview line and answers (one transaction); False if unknown."""
+    return runs.delete_run(con, run_id)
+
+
+def simulate_run(con, run_id: str, **plan) -> whatif.Simulation:
+    """Simulate the run (`plan`: whatif.simulation's keywords), store the results in the whatif
+    table and sum the run up again."""
+    simulation = whatif.simulation(con, run_id, **plan)
+    simulation.stored = whatif.store(con, run_id, simulation.rows, simulation.calibration,
+                                     simulation.forecast)
+    refresh(con, [run_id])
+    return simulation
