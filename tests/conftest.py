@@ -1,7 +1,10 @@
-"""Shared fixtures: real DuckDB files, the shared trace data, and a real uvicorn server."""
+"""Shared fixtures: real DuckDB files, the shared trace data, and a real uvicorn server; and the
+suite's tiers, marked here from what each test uses."""
 from __future__ import annotations
 
+import inspect
 import os
+import re
 import socket
 import threading
 import time
@@ -102,3 +105,101 @@ def make_server(tmp_path):
     yield start
     for srv in servers:
         srv.__exit__(None, None, None)
+
+
+# --- tiers ---------------------------------------------------------------------------------------
+# Each marker is applied here from what a test uses: its fixtures (by name, and what their code
+# and the test's own code name, following the test modules' helper functions), so that a new test
+# lands in its tier with no decorator. `pytest -m fast` is the inner loop: everything that needs
+# none of the tiers below, nor is slow. CI runs them all.
+USES = {
+    "server": re.compile(r"\b(make_server|LiveServer|uvicorn)\b|[\"']serve[\"']|\"polytrace\", \"demo\""),
+    "shared_data": re.compile(r"\b(shared_data|SHARED_DATA)\b"),
+    "cli": re.compile(r"\"-m\", \"polytrace\"|\bpolytrace_cli\(|/ \"polytrace\""),
+}
+FIXTURE_MARKS = {"spark": "spark", "spark_cluster": "spark_cluster", "browser": "browser"}
+MODULE_MARKS = {"test_package": ("package",), "test_spark_cluster": ("spark", "spark_cluster")}
+# Tests that take seconds each with none of the markers above (measured with --durations; a
+# module name covers all its tests).
+SLOW: set[str] = set()
+TIERS = ("server", "shared_data", "spark", "spark_cluster", "browser", "package", "cli", "slow")
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        marks = _uses(item)
+        for name in marks:
+            item.add_marker(name)
+        if not marks & set(TIERS) and not any(item.get_closest_marker(t) for t in TIERS):
+            item.add_marker("fast")
+        group = _shared_setup(item)
+        if group and not item.get_closest_marker("xdist_group"):
+            item.add_marker(pytest.mark.xdist_group(group))
+
+
+def _uses(item) -> set[str]:
+    module = item.module.__name__.rsplit(".", 1)[-1]
+    marks = set(MODULE_MARKS.get(module, ()))
+    names = set(item.fixturenames)
+    marks |= {mark for fixture, mark in FIXTURE_MARKS.items() if fixture in names}
+    text = "\n".join(_code(item))
+    marks |= {mark for mark, pattern in USES.items() if pattern.search(text)}
+    if module in SLOW or item.originalname in SLOW or item.name in SLOW:
+        marks.add("slow")
+    return marks
+
+
+def _code(item) -> list[str]:
+    """The source of the test, its fixtures, and every test-suite function or class they name."""
+    todo = [item.function] + [d.func for defs in item._fixtureinfo.name2fixturedefs.values() for d in defs
+                              if _ours(d.func)]
+    seen, sources = set(), []
+    while todo:
+        obj = todo.pop()
+        if id(obj) in seen:
+            continue
+        seen.add(id(obj))
+        src = _source(obj)
+        sources.append(src)
+        named = {**_helpers(item.module.__name__), **_helpers(obj.__module__)}
+        todo += [f for name, f in named.items() if id(f) not in seen and re.search(rf"\b{name}\b", src)]
+    return sources
+
+
+def _ours(obj) -> bool:
+    return (getattr(obj, "__module__", None) or "").startswith("tests")
+
+
+_HELPERS: dict[str, dict] = {}
+
+
+def _helpers(module: str) -> dict:
+    """A test module's functions and classes, its own and those it imports from the suite."""
+    if module not in _HELPERS:
+        import sys
+
+        _HELPERS[module] = {name: obj for name, obj in vars(sys.modules[module]).items()
+                            if (inspect.isfunction(obj) or inspect.isclass(obj)) and _ours(obj)}
+    return _HELPERS[module]
+
+
+_SOURCES: dict[int, str] = {}
+
+
+def _source(obj) -> str:
+    if id(obj) not in _SOURCES:
+        try:
+            _SOURCES[id(obj)] = inspect.getsource(obj)
+        except (OSError, TypeError):
+            _SOURCES[id(obj)] = ""
+    return _SOURCES[id(obj)]
+
+
+def _shared_setup(item) -> str | None:
+    """Under pytest-xdist (--dist loadgroup), the tests that share a module- or session-scoped
+    fixture of the suite run on one worker, which builds it once."""
+    for defs in item._fixtureinfo.name2fixturedefs.values():
+        for d in defs:
+            if d.scope != "function" and _ours(d.func):
+                return item.module.__name__
+    return None
