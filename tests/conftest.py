@@ -119,9 +119,24 @@ USES = {
 }
 FIXTURE_MARKS = {"spark": "spark", "spark_cluster": "spark_cluster", "browser": "browser"}
 MODULE_MARKS = {"test_package": ("package",), "test_spark_cluster": ("spark", "spark_cluster")}
-# Tests that take seconds each with none of the markers above (measured with --durations; a
-# module name covers all its tests).
-SLOW: set[str] = set()
+# Tests that take seconds each with none of the markers above (the slowest of `pytest -m fast -n 2
+# --durations=40`, 10-112 s each at a load average of 9-14; a module name covers all its tests,
+# a test's name all its parameters).
+SLOW = {
+    "test_overview", "test_page_speed", "test_shutdown",
+    "test_aggregates_equal_the_raw_computation_on_every_case",  # test_queries_golden
+    "test_a_local_ray_jobs_timeline", "test_wandb_log_decoding_agrees_with_the_wandb_protobuf_classes",
+    "test_an_offline_wandb_run",  # test_sources_new: Ray and W&B themselves
+    "test_cli_refuses_bad_input",  # tests/corpus
+    "test_gigabytes_of_inflated_lines_in_bounded_memory",  # test_ingest_streaming
+    "test_golden_cases_round_trip_through_the_lake",  # test_lake_engine
+    "test_demo_run_carries_the_cap_and_gpus", "test_demo_run_is_realistic_and_ingests_as_one_run",
+    "test_lognormal_fit_recovers_its_parameters",  # test_workload
+    "test_the_server_reads_the_kept_list_unless_an_append_changed_the_run",
+    "test_every_evidence_url_answers_with_rows", "test_the_api_cli_and_module_give_one_list",  # test_findings
+    "test_each_stored_answer_is_what_its_query_computes",
+    "test_a_run_without_answers_is_stale_and_the_next_writer_stores_them",  # test_answers
+}
 TIERS = ("server", "shared_data", "spark", "spark_cluster", "browser", "package", "cli", "slow")
 
 
