@@ -1,7 +1,10 @@
-"""Shared fixtures: real DuckDB files, the shared trace data, and a real uvicorn server."""
+"""Shared fixtures: real DuckDB files, the shared trace data, and a real uvicorn server; and the
+suite's tiers, marked here from what each test uses."""
 from __future__ import annotations
 
+import inspect
 import os
+import re
 import socket
 import threading
 import time
@@ -102,3 +105,116 @@ def make_server(tmp_path):
     yield start
     for srv in servers:
         srv.__exit__(None, None, None)
+
+
+# --- tiers ---------------------------------------------------------------------------------------
+# Each marker is applied here from what a test uses: its fixtures (by name, and what their code
+# and the test's own code name, following the test modules' helper functions), so that a new test
+# lands in its tier with no decorator. `pytest -m fast` is the inner loop: everything that needs
+# none of the tiers below, nor is slow. CI runs them all.
+USES = {
+    "server": re.compile(r"\b(make_server|LiveServer|uvicorn)\b|[\"']serve[\"']|\"polytrace\", \"demo\""),
+    "shared_data": re.compile(r"\b(shared_data|SHARED_DATA)\b"),
+    "cli": re.compile(r"\"-m\", \"polytrace\"|\bpolytrace_cli\(|/ \"polytrace\""),
+}
+FIXTURE_MARKS = {"spark": "spark", "spark_cluster": "spark_cluster", "browser": "browser"}
+MODULE_MARKS = {"test_package": ("package",), "test_spark_cluster": ("spark", "spark_cluster")}
+# Tests that take seconds each with none of the markers above (the slowest of `pytest -m fast -n 2
+# --durations=40`, 10-112 s each at a load average of 9-14; a module name covers all its tests,
+# a test's name all its parameters).
+SLOW = {
+    "test_overview", "test_page_speed", "test_shutdown",
+    "test_aggregates_equal_the_raw_computation_on_every_case",  # test_queries_golden
+    "test_a_local_ray_jobs_timeline", "test_wandb_log_decoding_agrees_with_the_wandb_protobuf_classes",
+    "test_an_offline_wandb_run",  # test_sources_new: Ray and W&B themselves
+    "test_cli_refuses_bad_input",  # tests/corpus
+    "test_gigabytes_of_inflated_lines_in_bounded_memory",  # test_ingest_streaming
+    "test_golden_cases_round_trip_through_the_lake",  # test_lake_engine
+    "test_demo_run_carries_the_cap_and_gpus", "test_demo_run_is_realistic_and_ingests_as_one_run",
+    "test_lognormal_fit_recovers_its_parameters",  # test_workload
+    "test_the_server_reads_the_kept_list_unless_an_append_changed_the_run",
+    "test_every_evidence_url_answers_with_rows", "test_the_api_cli_and_module_give_one_list",  # test_findings
+    "test_each_stored_answer_is_what_its_query_computes",
+    "test_a_run_without_answers_is_stale_and_the_next_writer_stores_them",  # test_answers
+}
+TIERS = ("server", "shared_data", "spark", "spark_cluster", "browser", "package", "cli", "slow")
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        marks = _uses(item)
+        for name in marks:
+            item.add_marker(name)
+        if not marks & set(TIERS) and not any(item.get_closest_marker(t) for t in TIERS):
+            item.add_marker("fast")
+        group = _shared_setup(item)
+        if group and not item.get_closest_marker("xdist_group"):
+            item.add_marker(pytest.mark.xdist_group(group))
+
+
+def _uses(item) -> set[str]:
+    module = item.module.__name__.rsplit(".", 1)[-1]
+    marks = set(MODULE_MARKS.get(module, ()))
+    names = set(item.fixturenames)
+    marks |= {mark for fixture, mark in FIXTURE_MARKS.items() if fixture in names}
+    text = "\n".join(_code(item))
+    marks |= {mark for mark, pattern in USES.items() if pattern.search(text)}
+    if module in SLOW or item.originalname in SLOW or item.name in SLOW:
+        marks.add("slow")
+    return marks
+
+
+def _code(item) -> list[str]:
+    """The source of the test, its fixtures, and every test-suite function or class they name."""
+    todo = [item.function] + [d.func for defs in item._fixtureinfo.name2fixturedefs.values() for d in defs
+                              if _ours(d.func)]
+    seen, sources = set(), []
+    while todo:
+        obj = todo.pop()
+        if id(obj) in seen:
+            continue
+        seen.add(id(obj))
+        src = _source(obj)
+        sources.append(src)
+        named = {**_helpers(item.module.__name__), **_helpers(obj.__module__)}
+        todo += [f for name, f in named.items() if id(f) not in seen and re.search(rf"\b{name}\b", src)]
+    return sources
+
+
+def _ours(obj) -> bool:
+    return (getattr(obj, "__module__", None) or "").startswith("tests")
+
+
+_HELPERS: dict[str, dict] = {}
+
+
+def _helpers(module: str) -> dict:
+    """A test module's functions and classes, its own and those it imports from the suite."""
+    if module not in _HELPERS:
+        import sys
+
+        _HELPERS[module] = {name: obj for name, obj in vars(sys.modules[module]).items()
+                            if (inspect.isfunction(obj) or inspect.isclass(obj)) and _ours(obj)}
+    return _HELPERS[module]
+
+
+_SOURCES: dict[int, str] = {}
+
+
+def _source(obj) -> str:
+    if id(obj) not in _SOURCES:
+        try:
+            _SOURCES[id(obj)] = inspect.getsource(obj)
+        except (OSError, TypeError):
+            _SOURCES[id(obj)] = ""
+    return _SOURCES[id(obj)]
+
+
+def _shared_setup(item) -> str | None:
+    """Under pytest-xdist (--dist loadgroup), the tests that share a module- or session-scoped
+    fixture of the suite run on one worker, which builds it once."""
+    for defs in item._fixtureinfo.name2fixturedefs.values():
+        for d in defs:
+            if d.scope != "function" and _ours(d.func):
+                return item.module.__name__
+    return None

@@ -519,7 +519,7 @@ def test_a_database_another_process_writes_is_one_line_naming_that_process_exit_
         assert holder.stdout.readline().strip() == "ready"
         outs = [subprocess.run([sys.executable, "-m", "polytrace", *args, "--db", str(db)],
                                capture_output=True, text=True, timeout=60, env=_clean_env())
-                for args in (["serve"], ["query", "runs"])]
+                for args in (["serve", "--port", "0"], ["query", "runs"])]
     finally:
         holder.stdin.close()
         holder.wait(timeout=10)
@@ -555,7 +555,8 @@ def test_settings_come_from_the_environment(monkeypatch):
 
 
 def test_serve_rejects_a_bad_setting_in_one_line(tmp_path):
-    out = subprocess.run([sys.executable, "-m", "polytrace", "serve", "--db", str(tmp_path / "s.duckdb")],
+    out = subprocess.run([sys.executable, "-m", "polytrace", "serve", "--db", str(tmp_path / "s.duckdb"),
+                          "--port", "0"],
                          capture_output=True, text=True, timeout=60,
                          env={**_clean_env(), "POLYTRACE_QUERY_TIMEOUT_MS": "0"})
     assert out.returncode == 2

@@ -1,5 +1,7 @@
 """The REST contract: every catalog query answers over REST exactly as the CLI does, in JSON, CSV
-and Parquet, and schemathesis finds no 5xx anywhere in /openapi.json."""
+and Parquet, and schemathesis finds no 5xx anywhere in /openapi.json. The per-query comparison goes
+through the app in-process (its lifecycle is not what it tests), on one representative run per
+query; one comparison goes through a real uvicorn and a real `polytrace` process."""
 from __future__ import annotations
 
 import contextlib
@@ -16,6 +18,7 @@ import sys
 import httpx
 import pyarrow.parquet as pq
 import pytest
+from starlette.testclient import TestClient
 
 from polytrace import store
 from polytrace.cli import main as cli_main
@@ -23,6 +26,7 @@ from polytrace.ingest import registry
 from polytrace.ingest.load import ingest_paths
 from polytrace.queries import overview
 from polytrace.queries.catalog import load_catalog
+from polytrace.server.app import create_app
 from polytrace.settings import Settings
 from tests.conftest import FIXTURES, SHARED_DATA, LiveServer, skip_for_data
 
@@ -92,14 +96,36 @@ def cli_json(db, name: str, params: dict[str, str]) -> list[dict]:
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory):
-    """A server on a database of real runs, plus a copy of that database for the CLI."""
+    """The app in-process on a database of real runs, plus a copy of that database for the CLI."""
     if not SHARED_DATA.is_dir():
         skip_for_data()
     root = tmp_path_factory.mktemp("contract")
     runs = _ingest_all(root / "server.duckdb")
-    shutil.copy(root / "server.duckdb", root / "cli.duckdb")  # the server holds the file's lock
-    with LiveServer(Settings(db=str(root / "server.duckdb"))) as srv:
-        yield srv, runs, root / "cli.duckdb"
+    for copy in ("cli", "live"):  # the server holds the file's lock
+        shutil.copy(root / "server.duckdb", root / f"{copy}.duckdb")
+    with TestClient(create_app(Settings(db=str(root / "server.duckdb"))), base_url="http://127.0.0.1") as app:
+        yield app, runs, root / "cli.duckdb"
+
+
+def assert_rest_equals_cli(client, base: str, name: str, params: dict[str, str], expected: list[dict]):
+    """The query's answer in JSON, CSV and Parquet from `client` (an httpx or test client) is `expected`."""
+    url = f"{base}/api/queries/{name}"
+    body = client.get(url, params=params).json()
+    assert body["ok"] is True and body["truncated"] is False, (params, body)
+    got = [dict(zip(body["columns"], r)) for r in body["rows"]]
+    assert same_rows(expected, got), (params, "json", expected[:3], got[:3])
+
+    text = client.get(url, params={**params, "format": "csv"}).text
+    header, *cells = list(csv.reader(io.StringIO(text)))
+    assert header == body["columns"]
+    got = [{c: from_csv_cell(v, e[c]) for c, v in zip(header, row)} for row, e in zip(cells, expected)]
+    assert len(cells) == len(expected) and same_rows(expected, got), (params, "csv")
+
+    blob = client.get(url, params=params, headers={"Accept": "application/vnd.apache.parquet"}).content
+    table = pq.read_table(io.BytesIO(blob))
+    assert table.column_names == body["columns"]
+    got = [{k: from_parquet(v) for k, v in r.items()} for r in table.to_pylist()]
+    assert same_rows(expected, got), (params, "parquet")
 
 
 def same(a, b) -> bool:
@@ -151,46 +177,36 @@ def test_there_are_runs_and_queries_to_compare(served):
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout) == cli_json(cli_db, "length_stats", {"run_id": runs["dapo"]})
     assert len(json.loads(out.stdout)) == 6  # the DAPO run's 6 steps
+    # and a real uvicorn on the same runs answers what that process printed, in every format
+    with LiveServer(Settings(db=str(cli_db.parent / "live.duckdb"))) as srv, httpx.Client(timeout=60) as client:
+        assert_rest_equals_cli(client, srv.url, "length_stats", {"run_id": runs["dapo"]},
+                               json.loads(out.stdout))
+
+
+def representative(app, name: str, runs: dict[str, str]) -> str:
+    """The run whose answer to `name` has the most rows (the first of equals): one run per query
+    stands for all, so that the comparison is one CLI call and three requests."""
+    counts = {run_id: len(app.get(f"/api/queries/{name}", params=params_for(name, run_id)).json()["rows"])
+              for run_id in runs.values()}
+    return max(counts, key=counts.get)
 
 
 @pytest.mark.parametrize("name", QUERIES)
 def test_catalog_query_over_rest_equals_the_cli(served, name):
-    srv, runs, cli_db = served
+    app, runs, cli_db = served
     takes_run = any("run" in p.name for p in load_catalog()[name].params)
-    url = f"{srv.url}/api/queries/{name}"
-    compared_rows = 0
-    for label, run_id in (runs.items() if takes_run else [("all", "")]):
-        params = params_for(name, run_id)
-        expected = cli_json(cli_db, name, params)
-
-        body = httpx.get(url, params=params, timeout=60).json()
-        assert body["ok"] is True and body["truncated"] is False, (label, body)
-        got = [dict(zip(body["columns"], r)) for r in body["rows"]]
-        assert same_rows(expected, got), (label, "json", expected[:3], got[:3])
-
-        text = httpx.get(url, params={**params, "format": "csv"}, timeout=60).text
-        header, *cells = list(csv.reader(io.StringIO(text)))
-        assert header == body["columns"]
-        got = [{c: from_csv_cell(v, e[c]) for c, v in zip(header, row)}
-               for row, e in zip(cells, expected)]
-        assert len(cells) == len(expected) and same_rows(expected, got), (label, "csv")
-
-        blob = httpx.get(url, params=params, headers={"Accept": "application/vnd.apache.parquet"},
-                         timeout=60).content
-        table = pq.read_table(io.BytesIO(blob))
-        assert table.column_names == body["columns"]
-        got = [{k: from_parquet(v) for k, v in r.items()} for r in table.to_pylist()]
-        assert same_rows(expected, got), (label, "parquet")
-        compared_rows += len(expected)
+    params = params_for(name, representative(app, name, runs) if takes_run else "")
+    expected = cli_json(cli_db, name, params)
+    assert_rest_equals_cli(app, "", name, params, expected)
     if name == "runs":
-        assert compared_rows == len(runs)
+        assert len(expected) == len(runs)
     elif name not in NO_ROWS_FROM_INGEST:
-        assert compared_rows > 0, f"no run gives {name} any rows: the comparison proves nothing"
+        assert expected, f"no run gives {name} any rows: the comparison proves nothing"
 
 
 def test_openapi_operations_are_named_and_documented(served):
-    srv, _, _ = served
-    spec = httpx.get(f"{srv.url}/openapi.json").json()
+    app, _, _ = served
+    spec = app.get("/openapi.json").json()
     ids = {op["operationId"] for path in spec["paths"].values() for op in path.values()}
     assert {"health", "list_runs", "get_run", "upload_run", "delete_run", "list_queries",
             "run_query"} <= ids
@@ -198,12 +214,12 @@ def test_openapi_operations_are_named_and_documented(served):
     length_stats = spec["paths"]["/api/queries/length_stats"]["get"]
     run_id = next(p for p in length_stats["parameters"] if p["name"] == "run_id")
     assert run_id["required"] is True and run_id["schema"]["type"] == "string"
-    docs = httpx.get(f"{srv.url}/docs")
+    docs = app.get("/docs")
     assert docs.status_code == 200 and "/openapi.json" in docs.text
     assert "http://" not in docs.text and "https://" not in docs.text  # air-gapped users: no CDN
     for asset in ("swagger-ui-bundle.js", "swagger-ui.css"):
         assert f"/docs-static/{asset}" in docs.text
-        assert httpx.get(f"{srv.url}/docs-static/{asset}").status_code == 200
+        assert app.get(f"/docs-static/{asset}").status_code == 200
 
 
 def test_schemathesis_finds_no_server_errors(make_server, shared_data):
