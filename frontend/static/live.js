@@ -1,4 +1,3 @@
-"use strict";
 // A live run's page follows its training. It polls GET /api/runs/{id}/live every second with
 // If-None-Match: the server answers 304 until a write changes the run (its ETag is the run's write
 // generation), so a quiet run costs one header exchange a second. When the run changed, every chart
@@ -8,7 +7,9 @@
 // was not there before is announced at the top of the page, in its current words for as long as it
 // is found; charts that got data since the page was drawn are offered with a reload. A run that
 // nobody follows is polled no more.
-const PolyLive = (() => {
+import {PolyCharts} from "./charts.js";
+
+export const PolyLive = (() => {
   const POLL_MS = 1000;
   const IDLE_POLL_MS = 5000;  // live once, quiet now: still looked at, less often
 
