@@ -3,7 +3,7 @@
 // them with Plotly by the kind's renderer (charts/kinds.js). Charts whose x is the training step
 // share one step range on the page, and mark the steps the run's findings are about. The page's
 // scripts import it; window.PolyCharts is the same for the console and the browser tests.
-import {esc, palette, rgba} from "./charts/theme.js";
+import {cssVar, esc, palette, rgba} from "./charts/theme.js";
 import {axisScales, column, numbers} from "./charts/axes.js";
 import {fmtNumber} from "./charts/format.js";
 import {kindOf, stepBars} from "./charts/kinds.js";
@@ -130,10 +130,15 @@ function draw(entry) {
   entry.anchored = ts.some(t => t.type === "heatmap" && (t.zmin !== undefined || t.zmid !== undefined));
   const shown = ts.filter(t => t.showlegend !== false && t.type !== "heatmap").map(t => t.name);
   if (step === null) l = placeLegend(l, shown);
+  const uniform = ts.find(t => t.meta?.uniform);
+  if (uniform) {
+    l.annotations = [{xref: "paper", yref: "paper", x: 0.5, y: 0.5, showarrow: false, text: uniform.meta.uniform,
+                      font: {size: 13}, bgcolor: rgba(cssVar("--card"), 0.85), name: "uniform"}];
+  }
   const found = findingMarks(entry, marks);
   if (found.traces.length) {
     l.shapes = found.shapes;
-    l.annotations = found.annotations;
+    l.annotations = [...(l.annotations || []), ...found.annotations];
     l[`yaxis${MARK_AXIS.slice(1)}`] = {overlaying: "y", range: [0, 1.02], visible: false, fixedrange: true};
     ts = [...ts, ...found.traces];
   }

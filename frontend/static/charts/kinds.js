@@ -182,7 +182,13 @@ function heatmapTraces(info, data, num) {
   const scale = num.scales.z, unit = scale.unit ? ` (${scale.unit})` : "";
   const title = anchor.relative ? `${esc(label(spec.z))} / the step's mean` : esc(label(spec.z)) + unit;
   const {anchored, relative, ...colors} = anchor;
-  return [{type: "heatmap", x: xs, y: ys.map(v => v === null ? "n/a" : esc(v)), z, text, ...colors,
+  // every cell one value (one rank, each its step's own mean: 1.0×) reads as one flat colour:
+  // the chart says so in words (charts.js draws meta.uniform over the plot)
+  const values = new Set(z.flat().filter(v => v !== null));
+  const first = data.rows.find(r => Number.isFinite(r[zi]));
+  const uniform = values.size === 1 && data.rows.length > 1
+    ? `Every cell is ${relative ? `${[...values][0].toFixed(2)}× the step's mean` : tz(first[zi])}` : null;
+  return [{type: "heatmap", meta: uniform ? {uniform} : undefined, x: xs, y: ys.map(v => v === null ? "n/a" : esc(v)), z, text, ...colors,
            hoverongaps: false,
            colorbar: {title: {text: title, side: "right"}, thickness: 12,
                       ...(relative ? {ticksuffix: "×"} : axisFormat(scale, unit))},

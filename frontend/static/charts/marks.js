@@ -26,6 +26,19 @@ function stepMarks(steps) {
   return {lines, spans};
 }
 
+// The catalog query whose rows prove a finding (its evidence, "/api/queries/<name>?..."): the
+// mark's own, else the one the page's findings list links (the same query for every run).
+function evidenceOf(f) {
+  const api = f.evidence || document.querySelector(
+    `li.finding[data-kind="${CSS.escape(f.kind)}"] a.evidence`)?.dataset.api || "";
+  return (api.match(/\/api\/queries\/([^?]+)/) || [])[1] || null;
+}
+
+// A single step's mark: a line across the plot on the finding's own chart (its evidence), and
+// elsewhere a tick in a band along the top, so that a periodic stall is drawn once, not as a
+// dashed line per stall on every chart.
+const TICK_BAND = 0.06;
+
 // Shapes that draw an entry's findings (`marks`: run_id -> findings) and invisible-to-faint
 // markers along the top that name each one on hover. A span over every step of the chart says
 // nothing: left out.
@@ -57,9 +70,10 @@ export function findingMarks(entry, marks) {
         const every = Math.max(1, Math.ceil((hi - lo + 1) / 300));
         for (let s = lo; s <= hi; s += every) { px.push(s); opacity.push(0); }
       });
+      const home = evidenceOf(f) === entry.info.name;
       for (const s of lines) {
-        out.shapes.push({type: "line", xref: "x", yref: "paper", x0: s, x1: s, y0: 0, y1: 1, name: f.kind,
-                         line: {color, width: 1.5, dash: "dot"}, layer: "above"});
+        out.shapes.push({type: "line", xref: "x", yref: "paper", x0: s, x1: s, y0: home ? 0 : 1 - TICK_BAND, y1: 1,
+                         name: f.kind, line: {color, width: 1.5, dash: home ? "dot" : "solid"}, layer: "above"});
         px.push(s);
         opacity.push(1);
       }
