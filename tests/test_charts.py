@@ -100,3 +100,19 @@ def test_the_api_docs_link_back_to_the_dashboard(page, make_server):
     page.click("#dashboard-link a[href='/']")
     page.wait_for_url(srv.url + "/")
     assert page.locator("header a.brand").count() == 1
+
+
+def test_on_a_phone_the_length_stats_legend_leaves_its_title_clear(page, three_runs):
+    srv, ids = three_runs
+    page.set_viewport_size({"width": 390, "height": 844})
+    open_page(page, f"{srv.url}/runs/{ids['dapo']}")
+    boxes = page.evaluate("""() => { const el = document.getElementById('chart-length_stats');
+        const box = sel => { const r = el.querySelector(sel).getBoundingClientRect();
+                             return {top: r.top, bottom: r.bottom, left: r.left, right: r.right}; };
+        return {title: box('.gtitle'), legend: box('.legend'), plot: box('.nsewdrag')}; }""")
+    title, legend, plot = boxes["title"], boxes["legend"], boxes["plot"]
+    apart = legend["top"] >= title["bottom"] or legend["bottom"] <= title["top"] \
+        or legend["left"] >= title["right"] or legend["right"] <= title["left"]
+    assert apart, boxes
+    assert legend["top"] >= plot["bottom"], boxes  # under the plot, not over its data
+    assert console_errors(page) == []

@@ -48,13 +48,14 @@ export function layout(info, kind, data, scales, entry, range) {
   return l;
 }
 
+const UNDER_PLOT = {orientation: "h", x: 0, xanchor: "left", yref: "container", y: 0, yanchor: "bottom", font: {size: 11}};
+
 // Many series: a legend column on the right instead of rows that crowd the title; a few
 // long names: rows under the plot, where wrapping cannot cover the title.
 export function placeLegend(l, names) {
   const count = names.length, chars = names.reduce((n, s) => n + String(s).length + 4, 0);
   if (count > 1 && count <= 5 && chars > 64) {
-    l.legend = {orientation: "h", x: 0, xanchor: "left", yref: "container", y: 0, yanchor: "bottom",
-                font: {size: 11}};
+    l.legend = {...UNDER_PLOT};
     l.margin.t = 44;
     l.margin.b = 56 + 20 * Math.ceil(chars / 64);
   } else if (count > 5) {
@@ -138,7 +139,7 @@ export function sizeMargins(l, ts, legendNames, [width, height]) {
   const m = l.margin, y = yLabelWidth(l, ts, height - m.t - m.b);
   if (y !== null) m.l = Math.max(m.l, Math.ceil(y + AXIS_PX));
   if (l.yaxis2 && l.yaxis2.side === "right") m.r = Math.max(m.r, Math.ceil(textWidth("100%", 12) + AXIS_PX));
-  const legend = l.showlegend !== false && legendNames.length ? l.legend : null;
+  let legend = l.showlegend !== false && legendNames.length ? l.legend : null;
   const nameWidth = widest(legendNames, 11);
   if (legend && legend.orientation === "v") m.r = Math.max(m.r, Math.ceil(nameWidth + LEGEND_PX));
   if (ts.some(t => t.type === "heatmap" && t.showscale !== false)) {
@@ -146,6 +147,13 @@ export function sizeMargins(l, ts, legendNames, [width, height]) {
     m.b = Math.max(m.b, COLORBAR_B);
   }
   const plotWidth = width - m.l - m.r;
+  // A legend row above the plot that does not fit in one row (a phone) would wrap upwards over
+  // the title: it goes under the plot instead.
+  if (legend && legend.orientation === "h" && legend.yref !== "container" &&
+      legendNames.reduce((w, n) => w + textWidth(String(n), 11) + LEGEND_ENTRY_PX, 0) > plotWidth) {
+    l.legend = legend = {...UNDER_PLOT};
+    m.t = Math.min(m.t, 44);
+  }
   // Category labels wider than their slot are turned 30°, and then reach below the axis.
   if (l.xaxis.type === "category") {
     const labels = new Set(ts.flatMap(t => t.x || [])), w = widest(labels, 12);
