@@ -116,3 +116,30 @@ def test_on_a_phone_the_length_stats_legend_leaves_its_title_clear(page, three_r
     assert apart, boxes
     assert legend["top"] >= plot["bottom"], boxes  # under the plot, not over its data
     assert console_errors(page) == []
+
+
+def test_finding_labels_on_an_overlaid_chart_clear_each_other_and_the_data(page, make_server):
+    """Two runs' findings over the same steps (the compare page's overlay): each label in its own
+    row above the plot, where it covers neither the other label nor a line."""
+    srv = make_server()
+    open_page(page, srv.url + "/queries")
+    page.evaluate("""() => {
+        const el = Object.assign(document.createElement('div'), {id: 'chart-ab-lens', className: 'chart'});
+        el.style.height = '380px';
+        document.querySelector('main').appendChild(el);
+        const side = (run, top) => ({name: 'lens', title: 'lengths', linked: true, chart: {kind: 'line', x: 'step', y: ['len']},
+            columns: {len: {fmt: 'tokens'}, step: {fmt: 'count'}}, params: {run_id: run}, points: 600,
+            data: {ok: true, columns: ['step', 'len'], rows: [...Array(40).keys()].map(s => [s, top])}});
+        const drift = {kind: 'length_drift', severity: 'warn', steps: [0, 1, 2, 3, 36, 37, 38, 39]};
+        return PolyCharts.page([{...side('ra', 8000), el_id: 'chart-ab-lens', label: 'A',
+                                 overlay: {...side('rb', 7900), label: 'B'}}], {marks: {ra: [drift], rb: [drift]}});
+    }""")
+    boxes = page.evaluate("""() => { const el = document.getElementById('chart-ab-lens');
+        const box = n => { const r = n.getBoundingClientRect(); return [r.left, r.top, r.right, r.bottom]; };
+        return {labels: [...el.querySelectorAll('.annotation')].map(box), plot: box(el.querySelector('.nsewdrag')),
+                texts: [...el.querySelectorAll('.annotation-text')].map(t => t.textContent)}; }""")
+    assert sorted(boxes["texts"]) == ["A: length drift", "B: length drift"]
+    (a, b), plot = boxes["labels"], boxes["plot"]
+    assert a[3] <= b[1] or b[3] <= a[1], boxes  # one above the other
+    assert max(a[3], b[3]) <= plot[1], boxes  # both above the plot's data
+    assert console_errors(page) == []

@@ -7,8 +7,8 @@ import {cssVar, esc, palette, rgba} from "./charts/theme.js";
 import {axisScales, column, numbers} from "./charts/axes.js";
 import {fmtNumber} from "./charts/format.js";
 import {kindOf, stepBars} from "./charts/kinds.js";
-import {layout, placeLegend, sizeMargins} from "./charts/layout.js";
-import {MARK_AXIS, findingMarks} from "./charts/marks.js";
+import {UNDER_PLOT, layout, placeLegend, sizeMargins} from "./charts/layout.js";
+import {LABEL_ROW_PX, MARK_AXIS, findingMarks} from "./charts/marks.js";
 
 export const entries = [];
 let range = null;        // [lo, hi] of the selected steps, or null for all
@@ -139,6 +139,13 @@ function draw(entry) {
   if (found.traces.length) {
     l.shapes = found.shapes;
     l.annotations = [...(l.annotations || []), ...found.annotations];
+    if (found.annotations.length) {
+      // the labels' rows between the title (held at the top) and the plot; a legend row there
+      // goes under the plot
+      l.title = {...l.title, yref: "container", y: 1, yanchor: "top", pad: {t: 12}};
+      if (l.legend.orientation === "h" && l.legend.yref !== "container" && l.showlegend !== false) l.legend = {...UNDER_PLOT};
+      l.margin.t = Math.max(l.margin.t, 44) + 12 + LABEL_ROW_PX * found.annotations.length;
+    }
     l[`yaxis${MARK_AXIS.slice(1)}`] = {overlaying: "y", range: [0, 1.02], visible: false, fixedrange: true};
     ts = [...ts, ...found.traces];
   }

@@ -48,7 +48,7 @@ export function layout(info, kind, data, scales, entry, range) {
   return l;
 }
 
-const UNDER_PLOT = {orientation: "h", x: 0, xanchor: "left", yref: "container", y: 0, yanchor: "bottom", font: {size: 11}};
+export const UNDER_PLOT = {orientation: "h", x: 0, xanchor: "left", yref: "container", y: 0, yanchor: "bottom", font: {size: 11}};
 
 // Many series: a legend column on the right instead of rows that crowd the title; a few
 // long names: rows under the plot, where wrapping cannot cover the title.

@@ -4,7 +4,8 @@ import {cssVar, esc, rgba, severityColor} from "./theme.js";
 import {column} from "./axes.js";
 import {kindOf} from "./kinds.js";
 
-export const MARK_AXIS = "y5";  // the hidden 0-1 axis finding markers sit on
+export const MARK_AXIS = "y5";
+export const LABEL_ROW_PX = 15;  // a finding label's row above the plot  // the hidden 0-1 axis finding markers sit on
 
 // A finding's steps as single steps (vertical lines) and runs of consecutive steps (shaded
 // spans). One missing step inside a dense run is bridged: a log's cut-short lines leave such
@@ -63,9 +64,10 @@ export function findingMarks(entry, marks) {
         out.shapes.push({type: "rect", xref: "x", yref: "paper", x0: lo - 0.5, x1: hi + 0.5, y0: 0, y1: 1,
                          fillcolor: rgba(color, above ? 0.18 : 0.1), line: {width: above ? 1 : 0, color, dash: "dot"},
                          layer: above ? "above" : "below", name: f.kind});
-        // one label per finding at its first span, stacked under the ones before it
-        if (!i) out.annotations.push({x: lo - 0.5, xref: "x", y: 1, yref: "paper", xanchor: "left", yanchor: "top",
-                                      yshift: -15 * out.annotations.length, text: name, showarrow: false,
+        // one label per finding at its first span, above the plot (never over its data), each
+        // in a row of its own over the ones before it (charts.js makes room: LABEL_ROW_PX)
+        if (!i) out.annotations.push({x: lo - 0.5, xref: "x", y: 1, yref: "paper", xanchor: "left", yanchor: "bottom",
+                                      yshift: 12 + LABEL_ROW_PX * out.annotations.length, text: name, showarrow: false,
                                       font: {size: 10, color}, bgcolor: rgba(cssVar("--card"), 0.75)});
         const every = Math.max(1, Math.ceil((hi - lo + 1) / 300));
         for (let s = lo; s <= hi; s += every) { px.push(s); opacity.push(0); }
