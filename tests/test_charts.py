@@ -143,3 +143,15 @@ def test_finding_labels_on_an_overlaid_chart_clear_each_other_and_the_data(page,
     assert a[3] <= b[1] or b[3] <= a[1], boxes  # one above the other
     assert max(a[3], b[3]) <= plot[1], boxes  # both above the plot's data
     assert console_errors(page) == []
+
+
+def test_the_budget_axis_says_per_gpu_when_the_gpu_count_is_unknown(page, make_server, tmp_path):
+    db = tmp_path / "log.duckdb"
+    (run_id,) = test_browser.ingest(db, stall_log(tmp_path / "stall.output.log"), name="log")
+    srv = make_server(db=str(db))
+    open_page(page, f"{srv.url}/runs/{run_id}")
+    card = page.locator(".chart-card[data-query='step_budget']")
+    # a verl log does not say how many GPUs the job had: the figures, and the axis, are per GPU
+    assert card.locator(".g-ytitle").text_content() == "GPU time, per GPU"
+    assert card.locator(".note").inner_text().startswith("GPU count unknown: every figure is per GPU")
+    assert console_errors(page) == []

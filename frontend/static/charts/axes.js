@@ -27,9 +27,18 @@ export function axisTitle(info, col) {
   const unit = unitOf(info, col);
   return unit ? `${label(col)} (${unit})` : label(col);
 }
-export function yTitle(info) {
+// An axis label may name a column in braces ("GPU time, {gpu_scope}"): its value in the rows
+// (one value: a fact of the run), or nothing where the rows hold none or several.
+export function filled(text, data) {
+  return String(text).replace(/\{(\w+)\}/g, (_, col) => {
+    const values = new Set(column(data || {columns: [], rows: []}, col).filter(v => v !== null && v !== ""));
+    return values.size === 1 ? String([...values][0]) : "";
+  }).replace(/[,:;\s]+$/, "");
+}
+
+export function yTitle(info, data) {
   const spec = info.chart;
-  if (spec.ylabel) return spec.ylabel;
+  if (spec.ylabel) return filled(spec.ylabel, data);
   const ys = spec.y || [];
   if (ys.length === 1) return axisTitle(info, ys[0]);
   const units = [...new Set(ys.map(y => unitOf(info, y)))];

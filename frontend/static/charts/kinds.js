@@ -354,7 +354,7 @@ export function stepBars(info, data, num, scales, step, l) {
     text = ts.map(t => t.customdata[0]);
     valueScale = scales.y;
     xTitle = "";
-    yTitleText = retitle(yTitle(info), scales.y);
+    yTitleText = retitle(yTitle(info, data), scales.y);
   }
   // lanes of one measure in one colour; different series in their own
   const colors = lanes ? pal[0] : x.map((_, i) => pal[i % pal.length]);

@@ -1,7 +1,7 @@
 // A chart's Plotly layout: titles, axes in their fmt's terms, the legend where it crowds nothing,
 // and margins sized from the labels beforehand so that Plotly draws each chart once.
 import {FONT, cssVar, esc, palette} from "./theme.js";
-import {axisFormat, axisTitle, column, retitle, yTitle} from "./axes.js";
+import {axisFormat, axisTitle, column, filled, retitle, yTitle} from "./axes.js";
 
 // Pixels beside a label's text: an axis's ticks and title (12 px labels), a legend's swatch
 // and padding (11 px names); measured on Plotly's own drawing.
@@ -12,8 +12,8 @@ const COLORBAR_R = 120, COLORBAR_B = 53;
 // is the page's step range, if any.
 export function layout(info, kind, data, scales, entry, range) {
   const spec = info.chart, fg = cssVar("--fg"), grid = cssVar("--grid");
-  const xTitle = retitle(spec.xlabel || axisTitle(info, spec.x), scales.x);
-  const yTitleText = retitle(yTitle(info), scales.y);
+  const xTitle = retitle(spec.xlabel ? filled(spec.xlabel, data) : axisTitle(info, spec.x), scales.x);
+  const yTitleText = retitle(yTitle(info, data), scales.y);
   const axis = title => ({title: {text: esc(title), standoff: 8}, gridcolor: grid, zerolinecolor: grid,
                           linecolor: grid, automargin: true, ticklabeloverflow: "allow"});
   const l = {
