@@ -20,6 +20,7 @@
 -- @column gen_from VARCHAR  The gen stage's time: 'timing_s/gen'; 'rank_stage gen' (the slowest engine's measured seconds); 'simulated: <calibration>' (the as-recorded policy of a stored simulation, for a step with no measured gen time); NULL without one.
 -- @column gpus BIGINT fmt=count  GPUs counted: runs.n_gpus, else run_ranks.gpus_from_ranks (whatif_job), else 1.
 -- @column gpus_from VARCHAR  'runs.n_gpus', 'run_ranks.gpus_from_ranks', or 'unknown: per GPU' when neither is known (gpus = 1: every figure is per GPU; ingest with --gpus N).
+-- @column gpu_scope VARCHAR  What the GPU-seconds below are, for the chart's y axis: 'summed over GPUs', or 'per GPU' when the GPU count is unknown.
 -- @column step_s DOUBLE fmt=s  Wall time of the step (s), from step_from.
 -- @column gpu_s DOUBLE fmt=s  step_s x gpus: the GPU-seconds the columns below split (GPU-s).
 -- @column gen_busy DOUBLE fmt=s  Rollout engines busy (GPU-s). Engines: window x gpus x sum(busy) / (engines x slowest). verl log: window x gpus minus gen_long_tail. none: gen_s x gpus.
@@ -35,7 +36,7 @@
 -- @column validation DOUBLE fmt=s  timing_s/testing x gpus (GPU-s).
 -- @column other DOUBLE fmt=s  gpu_s minus every column above (GPU-s): timing_s/adv, the driver's own work and anything not logged; negative when logged stages overlap.
 -- @column caveat VARCHAR  What the chart must say beside its bars: that the GPU count is unknown, so every figure is per GPU; NULL otherwise.
--- @chart stacked x=step y=gen_busy,gen_long_tail,gen_tail_idle,gen_imbalance_idle,gen_overhead,reward,logprob,update,other,validation,weight_sync,checkpoint shade=gen_long_tail,gen_tail_idle,gen_imbalance_idle xlabel="step" ylabel="GPU time, summed over GPUs" caveat=caveat title="Where each step's GPU time went"
+-- @chart stacked x=step y=gen_busy,gen_long_tail,gen_tail_idle,gen_imbalance_idle,gen_overhead,reward,logprob,update,other,validation,weight_sync,checkpoint shade=gen_long_tail,gen_tail_idle,gen_imbalance_idle xlabel="step" ylabel="GPU time, {gpu_scope}" caveat=caveat title="Where each step's GPU time went"
 WITH metrics AS (
     -- stage keys step_timings and verl_steps do not pivot
     SELECT
@@ -163,6 +164,7 @@ WITH metrics AS (
         p.gen_from,
         j.gpus,
         j.gpus_from,
+        CASE WHEN j.gpus_from LIKE 'unknown%' THEN 'per GPU' ELSE 'summed over GPUs' END AS gpu_scope,
         p.step_s,
         p.step_s * j.gpus AS gpu_s,
         p.gen_busy_s * j.gpus AS gen_busy,
@@ -195,6 +197,7 @@ SELECT
          WHEN count(DISTINCT gen_from) > 1 THEN 'mixed' END AS gen_from,
     min(gpus) AS gpus,
     min(gpus_from) AS gpus_from,
+    min(gpu_scope) AS gpu_scope,
     sum(step_s)::DOUBLE AS step_s,
     sum(gpu_s)::DOUBLE AS gpu_s,
     sum(gen_busy)::DOUBLE AS gen_busy,

@@ -23,6 +23,9 @@ from polytrace.server.watch import OverviewLines
 from polytrace.settings import Settings
 
 VERSION = "0.1.0"
+# /docs is Swagger UI's own page: one line above it leads back to the dashboard
+_BACK_TO_DASHBOARD = (b'<p id="dashboard-link" style="margin:0.6rem 1.2rem;font:14px system-ui,sans-serif">'
+                      b'<a href="/">&larr; PolyTrace dashboard</a> &middot; <a href="/queries">query catalog</a></p>')
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -94,4 +97,5 @@ def _offline_docs(app: FastAPI) -> None:
                                    swagger_favicon_url="/docs-static/favicon-32x32.png")
         # Swagger UI starts from an inline script: give it this response's CSP nonce
         nonce = request.state.csp_nonce
-        return HTMLResponse(page.body.replace(b"<script>", f'<script nonce="{nonce}">'.encode()))
+        body = page.body.replace(b"<script>", f'<script nonce="{nonce}">'.encode())
+        return HTMLResponse(body.replace(b"<body>", b"<body>" + _BACK_TO_DASHBOARD, 1))

@@ -14,8 +14,9 @@ MINUS = "\u2212"
 
 def fmt(kind: str | None, value: Any) -> str:
     """A number as a headline shows it, by its column's fmt tag (queries/README.md): shares as
-    percentages, ratios as multiples, durations in s (ms or µs below a second), GPU-hours, and
-    thousands separators for the rest."""
+    percentages, ratios as multiples, durations in a readable unit (h, min, s, ms, µs), GPU-hours,
+    and thousands separators for the rest. The charts' formatter (frontend/static/charts/format.js)
+    writes every number alike: tests/fixtures/fmt_vectors.json holds both to it."""
     if value is None:
         return "n/a"
     if isinstance(value, bool) or not isinstance(value, (int, float)):
@@ -45,6 +46,11 @@ def percent(pct: float) -> str:
 
 
 def duration(seconds: float) -> str:
+    """Seconds in a readable unit, as the charts write them: h from 3 h, min from 10 min, s, ms, µs."""
+    if abs(seconds) >= 3 * 3600:
+        return f"{significant(seconds / 3600)} h"
+    if abs(seconds) >= 600:
+        return f"{seconds / 60:,.0f} min"
     if abs(seconds) >= 100:
         return f"{seconds:,.0f} s"
     if abs(seconds) >= 1 or seconds == 0:

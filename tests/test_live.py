@@ -652,20 +652,22 @@ def test_findings_redrawn_while_the_run_trains_are_the_servers_list(page, watche
 
 
 @pytest.mark.browser
-def test_charts_that_get_data_while_the_run_trains_are_offered_with_a_reload(page, watched, tmp_path):
+def test_charts_that_get_data_while_the_run_trains_are_added_without_a_reload(page, watched, tmp_path):
     units = plan(SHARED_DATA, log_steps=20)
     # log steps 0-1 and packed step 0, no filter line yet
     with followed_page(page, watched, tmp_path / "page.duckdb", units[:4]) as (url, run_id):
         assert page.locator("#chart-filter_waste").count() == 0
+        page.evaluate("() => { window.sameDocument = true; }")
         for unit in units[4:9]:  # the filter's first line, log steps 2-4, packed step 1
             play(unit, watched, 0.01)
-        note = page.locator(".live-charts")
-        note.wait_for()
-        assert "Generated tokens: trained on vs filtered away" in note.inner_text()
-        with page.expect_navigation():
-            note.get_by_role("link", name="reload").click()
-        test_browser.wait_charts(page)
-        page.wait_for_selector("#chart-filter_waste .main-svg")
+        # the card comes in its section, drawn from the rows REST gives, on the same document
+        page.wait_for_selector("#chart-filter_waste[data-rendered] .main-svg", timeout=30_000)
+        assert page.evaluate("() => window.sameDocument") is True
+        card = page.locator(".chart-card[data-query='filter_waste']")
+        assert card.locator(".gtitle").text_content() == "Generated tokens: trained on vs filtered away"
+        section = card.locator("xpath=ancestor::section[1]").get_attribute("data-section")
+        assert page.locator(f"nav.toc a[href='#{card.locator('xpath=ancestor::section[1]').get_attribute('id')}']").inner_text() == section
+        assert page.evaluate("() => PolyCharts.entries.filter(e => e.info.name === 'filter_waste').length") == 1
         assert page.locator(".live-charts").count() == 0
         assert console_errors(page) == []
 

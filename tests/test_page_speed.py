@@ -68,7 +68,12 @@ def test_static_files_are_served_compressed(make_server):
         again = client.get("/static/plotly.min.js", headers={"accept-encoding": "gzip",
                                                              "if-none-match": gz.headers["etag"]})
         assert again.status_code == 304 and again.headers["vary"] == "Accept-Encoding"
-        # The dashboard's own files: gzipped by the server, revalidated on every use.
+        # The dashboard's own files, the charts' modules too: gzipped by the server, revalidated
+        # on every use, as JavaScript (a module's media type must be one).
+        for module in (*(STATIC / "charts").glob("*.js"), STATIC / "charts.js"):
+            served = client.get(f"/static/{module.relative_to(STATIC)}", headers={"accept-encoding": "gzip"})
+            assert served.headers["content-type"].startswith("application/javascript"), module
+            assert served.content == module.read_bytes() and served.headers["cache-control"] == "no-cache"
         charts = client.get("/static/charts.js", headers={"accept-encoding": "gzip"})
         assert charts.headers["content-encoding"] == "gzip" and charts.headers["cache-control"] == "no-cache"
         assert charts.content == (STATIC / "charts.js").read_bytes()

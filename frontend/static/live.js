@@ -1,4 +1,3 @@
-"use strict";
 // A live run's page follows its training. It polls GET /api/runs/{id}/live every second with
 // If-None-Match: the server answers 304 until a write changes the run (its ETag is the run's write
 // generation), so a quiet run costs one header exchange a second. When the run changed, every chart
@@ -6,9 +5,11 @@
 // charts follow the newest steps) and the parts of the page that follow the run come as the server
 // renders them (GET /runs/{id}/live-parts): the header's facts and the findings list. A finding that
 // was not there before is announced at the top of the page, in its current words for as long as it
-// is found; charts that got data since the page was drawn are offered with a reload. A run that
+// is found; charts that got data since the page was drawn are added to it in place. A run that
 // nobody follows is polled no more.
-const PolyLive = (() => {
+import {PolyCharts} from "./charts.js";
+
+export const PolyLive = (() => {
   const POLL_MS = 1000;
   const IDLE_POLL_MS = 5000;  // live once, quiet now: still looked at, less often
 
@@ -55,25 +56,45 @@ const PolyLive = (() => {
     }
   }
 
-  // Charts that have data now but are not on the page, which draws its charts once: a reload does.
-  function offerCharts(alerts, charts) {
+  // Charts that have data now but are not on the page: their cards come from the page as the
+  // server renders it now (its own templates), each into its section (a new section in the
+  // page's order), and are drawn in place at the page's step range.
+  async function addCharts(charts, marks) {
     const drawn = new Set(PolyCharts.entries.map(e => e.info.name));
-    const added = charts.filter(c => !drawn.has(c.name));
-    let note = alerts.querySelector(".live-charts");
-    if (!added.length) {
-      note?.remove();
-      return;
+    const added = charts.filter(c => !drawn.has(c.name) && !document.getElementById(`chart-${c.name}`));
+    if (!added.length) return;
+    const res = await fetch(location.href, {cache: "no-store"});
+    if (!res.ok) return;
+    const doc = new DOMParser().parseFromString(await res.text(), "text/html");
+    const infos = JSON.parse(doc.getElementById("charts-json")?.textContent || "[]");
+    const names = new Set(added.map(c => c.name));
+    for (const fresh of doc.querySelectorAll("section.section[data-section]")) {
+      const cards = [...fresh.querySelectorAll(".chart-card")].filter(c => names.has(c.dataset.query));
+      const here = document.querySelector(`section.section[data-section="${CSS.escape(fresh.dataset.section)}"]`);
+      if (here) {
+        for (const card of cards) {
+          // after the card that comes before it in the server's order, else first
+          const before = card.previousElementSibling?.dataset.query;
+          const anchor = before && here.querySelector(`.chart-card[data-query="${CSS.escape(before)}"]`);
+          if (anchor) anchor.after(document.adoptNode(card));
+          else here.querySelector(".grid").prepend(document.adoptNode(card));
+        }
+      } else if (cards.length) {
+        const prev = fresh.previousElementSibling?.closest("section.section");
+        const after = prev && document.querySelector(`section.section[data-section="${CSS.escape(prev.dataset.section)}"]`);
+        const node = document.adoptNode(fresh);
+        if (after) after.after(node);
+        else (document.querySelector("section.section") || document.querySelector("main").lastElementChild).before(node);
+      }
     }
-    const words = `New charts are available (${added.map(c => c.title).join(", ")}): `;
-    if (note?.textContent === `${words}reload`) return;
-    if (!note) {
-      note = Object.assign(document.createElement("p"), {className: "live-alert live-charts"});
-      alerts.append(note);
+    // section ids and the contents bar as the server numbers them now
+    for (const fresh of doc.querySelectorAll("section.section[data-section]")) {
+      const here = document.querySelector(`section.section[data-section="${CSS.escape(fresh.dataset.section)}"]`);
+      if (here) here.id = fresh.id;
     }
-    // an empty href is the page's URL when clicked, with the step range range.js keeps in it
-    const reload = Object.assign(document.createElement("a"), {textContent: "reload"});
-    reload.setAttribute("href", "");
-    note.replaceChildren(words, reload);
+    const toc = doc.querySelector("nav.toc"), ours = document.querySelector("nav.toc");
+    if (toc && ours) ours.innerHTML = toc.innerHTML;
+    await PolyCharts.page(infos.filter(c => names.has(c.name)), {marks});
   }
 
   function show(page, parts, known) {
@@ -81,7 +102,6 @@ const PolyLive = (() => {
     page.findings.innerHTML = parts.findings;
     bindZoom(page.findings);
     announce(page.findings, page.alerts, known);
-    offerCharts(page.alerts, parts.charts);
   }
 
   function badge(el, live) {
@@ -107,7 +127,10 @@ const PolyLive = (() => {
       const res = await fetch(`/runs/${encodeURIComponent(runId)}/live-parts`, {cache: "no-store"});
       const parts = res.ok ? await res.json() : null;
       await PolyCharts.refreshAll(parts?.marks);
-      if (parts) show(page, parts, known);
+      if (parts) {
+        show(page, parts, known);
+        await addCharts(parts.charts, parts.marks);
+      }
     }
 
     async function poll() {

@@ -1,7 +1,8 @@
-"use strict";
 // The step-range bar: two inputs that drive PolyCharts' shared step range and follow it. The
 // range lives in the page's URL (step_from, step_to), so a reload or a shared link keeps it.
-const PolyRange = {
+import {PolyCharts} from "./charts.js";
+
+export const PolyRange = {
   bind(bar) {
     if (!bar) return;
     const from = bar.querySelector("#step-from"), to = bar.querySelector("#step-to");

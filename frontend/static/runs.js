@@ -1,9 +1,10 @@
-"use strict";
 // The runs page: the runs overview (GET /api/queries/runs_overview, one line per run, the worst
 // problems first) as a table sortable on every column and filterable by the text each row shows,
 // the sort, filter, page and chart axes kept in the URL; one overview figure against
 // another across runs, drawn by the page's renderer (charts.js); the list polled while runs are
 // added; and the uploader.
+import {PolyCharts} from "./charts.js";
+
 (() => {
   const $ = id => document.getElementById(id);
   const tokenInput = $("token");
