@@ -6,6 +6,7 @@ from pathlib import Path
 from polytrace.ingest.contract import Format, IngestError
 from polytrace.ingest.formats import (
     kineto,
+    openrlhf_console,
     parquet_lake,
     polytrace_2025,
     polytrace_filter,
@@ -13,6 +14,7 @@ from polytrace.ingest.formats import (
     polytrace_packed,
     polytrace_reward_timings,
     ray_timeline,
+    roll_console,
     samples_table,
     verl_console,
     verl_jsonl,
@@ -37,6 +39,8 @@ FORMATS: list[Format] = [
     verl_rollout_dump.FORMAT,
     ray_timeline.FORMAT,
     wandb_offline.FORMAT,
+    openrlhf_console.FORMAT,
+    roll_console.FORMAT,
 ]
 
 
