@@ -175,3 +175,30 @@ def test_python_dict_values():
     assert math.isnan(values.pop("c"))
     assert values == {"a": 0.5, "b": 2.0, "d": -math.inf, "k'": 3.0}
     assert repr_pairs("{'a': 1, 'b': 2", 0) is None
+
+
+REAL = LOGS / "real"
+
+
+def test_real_openrlhf_files_agree_with_the_mapping():
+    """Files written by OpenRLHF's own WandbLogger and logger (real/make_real.py): the console
+    format stores the keys the W&B run holds, with the same values, and they map alike."""
+    from polytrace.ingest.formats import wandb_offline
+    console = step_rows(openrlhf_console.parse(REAL / "openrlhf" / "console.log"))
+    logged = step_rows(wandb_offline.parse(REAL / "openrlhf" / "run-openrlhf.wandb"))
+    # W&B's own step counts log calls from 0; OpenRLHF's step is train/global_step (1, 2)
+    global_step = {s: v for s, k, v in logged if k == "train/global_step"}
+    assert global_step == {0: 1.0, 1: 2.0}
+    from_wandb = sorted((int(global_step[s]), k, v) for s, k, v in logged
+                        if k.startswith("train/") and k != "train/global_step")
+    assert from_wandb == sorted(console)
+    values = canonical(console, "openrlhf")
+    assert values[2]["timing_s/step"] == 110.0 and values[2]["timing_s/gen"] == 45.0
+
+
+def test_real_roll_console_file():
+    """Lines written by ROLL's own get_logger with the RLVR pipeline's message (real/make_real.py)."""
+    assert registry.detect(REAL / "roll" / "console.log").name == "roll-console"
+    values = canonical(step_rows(roll_console.parse(REAL / "roll" / "console.log")), "roll")
+    assert values[1]["timing_s/step"] == 0.5 + 4.5 + 70.0 + 6.0 + 8.0 + 31.0
+    assert (values[0]["actor/ppo_kl"], values[1]["perf/throughput"]) == (-0.002, 1400.0)
