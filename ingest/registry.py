@@ -16,6 +16,7 @@ from polytrace.ingest.formats import (
     ray_timeline,
     roll_console,
     samples_table,
+    slime_console,
     verl_console,
     verl_jsonl,
     verl_rollout_dump,
@@ -41,6 +42,7 @@ FORMATS: list[Format] = [
     wandb_offline.FORMAT,
     openrlhf_console.FORMAT,
     roll_console.FORMAT,
+    slime_console.FORMAT,
 ]
 
 

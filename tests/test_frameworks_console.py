@@ -202,3 +202,38 @@ def test_real_roll_console_file():
     values = canonical(step_rows(roll_console.parse(REAL / "roll" / "console.log")), "roll")
     assert values[1]["timing_s/step"] == 0.5 + 4.5 + 70.0 + 6.0 + 8.0 + 31.0
     assert (values[0]["actor/ppo_kl"], values[1]["perf/throughput"]) == (-0.002, 1400.0)
+
+
+def test_slime_console_golden():
+    from polytrace.ingest.formats import slime_console
+    log = LOGS / "slime_console.log"
+    assert registry.detect(log).name == "slime-console"
+    parsed = slime_console.parse(log)
+    assert parsed.run == {"framework": "slime"} and parsed.warnings == []
+    rows = step_rows(parsed)
+    # the four dicts of rollout 0 (rollout manager, trainer rollout data, optimizer step, timers)
+    # merge into step 0: 6 + 4 + 9 + 8 keys, no key in two of them; the Timer line is no dict
+    assert len([r for r in rows if r[0] == 0]) == 27
+    assert [r for r in rows if r[0] == 1] == [
+        (1, "rollout/response_len/mean", 1100.0), (1, "rollout/response_len/max", 4096.0),
+        (1, "rollout/response_len/min", 80.0), (1, "rollout/truncated_ratio", 0.25),
+        (1, "perf/rollout_time", 220.0), (1, "rollout/raw_reward", 0.375),
+        (1, "train/entropy_loss", 0.45), (1, "train/pg_clipfrac", 0.02), (1, "train/ppo_kl", 0.001),
+        (1, "train/grad_norm", 0.75), (1, "train/step", 1.0),
+        (1, "perf/update_weights_time", 3.0), (1, "perf/save_model_time", 12.0),
+        (1, "perf/train_wait_time", 240.0), (1, "perf/ref_log_probs_time", 5.0), (1, "perf/train_time", 31.0),
+        (1, "perf/actor_train_time", 26.0), (1, "perf/step_time", 271.0),
+    ]
+    values = canonical(rows, "slime")
+    assert values[0] == {
+        "timing_s/step": 240.0, "timing_s/gen": 200.0, "timing_s/ref": 5.0, "timing_s/update_actor": 25.0,
+        "timing_s/update_weights": 3.0, "response_length/mean": 1000.0, "response_length/max": 4096.0,
+        "response_length/min": 100.0, "response_length/clip_ratio": 0.125, "critic/score/mean": 0.25,
+        "actor/entropy": 0.5, "actor/ppo_kl": 0.0, "actor/grad_norm": 1.0, "actor/pg_clipfrac": 0.01,
+    }
+    assert values[1]["timing_s/save_checkpoint"] == 12.0
+    empty = LOGS / "openrlhf_console.log"
+    with pytest.raises(IngestError) as e:
+        slime_console.parse(empty)
+    assert str(e.value) == ("openrlhf_console.log: no slime metrics line ('perf N: {...}', "
+                            "'rollout N: {...}' or 'step N: {...}') found")
