@@ -1,4 +1,4 @@
-"""Metric dicts that training frameworks print into their console logs, read back as numeric pairs.
+"""Console logs of training frameworks: their lines cleaned of noise, and the metric dicts they print read back as numeric pairs.
 
 OpenRLHF and slime print a step's metrics as a Python dict repr (`logger.info(f"... {metrics}")`:
 `{'train/loss': 0.5, 'perf/x': np.float64(1.0), 'flag': True}`), ROLL as JSON. Only numbers are
@@ -9,17 +9,44 @@ closing brace (a crashed run's last line) yields None, not a guess.
 from __future__ import annotations
 
 import json
+import re
 
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from polytrace.ingest.contract import IngestError, Parsed
-from polytrace.ingest.formats.verl_console import number
 from polytrace.ingest.sniffing import looks_binary
 from polytrace.ingest.sources import line_blocks
 from polytrace.ingest.step_metrics import StepMetrics
 
 OPENERS, CLOSERS = "([{", ")]}"
+ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+RAY_PREFIX = re.compile(r"\s*\(\w+ pid=\d+[^)]*\)\s*")
+
+
+def number(text: str) -> float | None:
+    """A logged value as a float (`np.float64(x)`, `np.int32(x)` unwrapped); None when not a number."""
+    text = text.strip()
+    if text.endswith(")"):
+        opened = text.find("(")
+        if opened <= 0:
+            return None
+        text = text[opened + 1:-1].partition(",")[0]
+    try:
+        return float(text)
+    except ValueError:
+        return None
+
+
+def clean(line: str) -> str:
+    """The line without ANSI colour codes and without a leading Ray `(Actor pid=N, ip=...)` prefix."""
+    if "\x1b" in line:
+        line = ANSI.sub("", line)
+    if "pid=" in line:
+        prefix = RAY_PREFIX.match(line)
+        if prefix:
+            line = line[prefix.end():]
+    return line
 
 
 def repr_pairs(text: str, start: int) -> dict[str, float] | None:

@@ -20,8 +20,7 @@ import re
 from pathlib import Path
 
 from polytrace.ingest.contract import Format, Parsed, Sample
-from polytrace.ingest.formats.verl_console import STEP_LINE_IN_HEAD, clean
-from polytrace.ingest.logged_dicts import parse_log, repr_pairs
+from polytrace.ingest.logged_dicts import clean, parse_log, repr_pairs
 from polytrace.ingest.sniffing import looks_binary
 
 # (pattern ending at the dict's opening brace, the prefix the tracker puts on its keys)
@@ -32,6 +31,7 @@ LINES = (
 )
 STEP_IN_HEAD = re.compile(rb"Global step \d+: \{'")
 MARKERS = (b"openrlhf", b"OpenRLHF")
+VERL_STEP_LINE = re.compile(rb"step:\d+ - ")  # a verl log naming OpenRLHF stays verl's
 
 
 def metric_lines(text: str):
@@ -63,7 +63,7 @@ def sniff(head: bytes, name: str) -> bool:
         return True
     # the first step line comes after model loading and vLLM start-up, often past the head
     return (name.endswith((".log", ".out", ".txt")) and any(m in head for m in MARKERS)
-            and not STEP_LINE_IN_HEAD.search(head))
+            and not VERL_STEP_LINE.search(head))
 
 
 def sample() -> Sample:

@@ -22,8 +22,7 @@ import re
 from pathlib import Path
 
 from polytrace.ingest.contract import Format, Parsed, Sample
-from polytrace.ingest.formats.verl_console import clean
-from polytrace.ingest.logged_dicts import json_pairs, numeric, parse_log
+from polytrace.ingest.logged_dicts import clean, json_pairs, numeric, parse_log
 from polytrace.ingest.sniffing import looks_binary
 
 TRACKER = "metrics_tag: "

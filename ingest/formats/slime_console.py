@@ -20,8 +20,7 @@ import re
 from pathlib import Path
 
 from polytrace.ingest.contract import Format, Parsed, Sample
-from polytrace.ingest.formats.verl_console import clean
-from polytrace.ingest.logged_dicts import parse_log, repr_pairs
+from polytrace.ingest.logged_dicts import clean, parse_log, repr_pairs
 from polytrace.ingest.sniffing import looks_binary
 
 LINE = re.compile(r"(?:^| - )(?:perf|rollout|multi_turn|passrate|eval|(?:critic-)?step) (\d+): \{")
