@@ -6,6 +6,7 @@ from pathlib import Path
 from polytrace.ingest.contract import Format, IngestError
 from polytrace.ingest.formats import (
     kineto,
+    openrlhf_console,
     parquet_lake,
     polytrace_2025,
     polytrace_filter,
@@ -13,7 +14,9 @@ from polytrace.ingest.formats import (
     polytrace_packed,
     polytrace_reward_timings,
     ray_timeline,
+    roll_console,
     samples_table,
+    slime_console,
     verl_console,
     verl_jsonl,
     verl_rollout_dump,
@@ -37,6 +40,9 @@ FORMATS: list[Format] = [
     verl_rollout_dump.FORMAT,
     ray_timeline.FORMAT,
     wandb_offline.FORMAT,
+    openrlhf_console.FORMAT,
+    roll_console.FORMAT,
+    slime_console.FORMAT,
 ]
 
 

@@ -19,44 +19,19 @@ import re
 from pathlib import Path
 
 from polytrace.ingest.contract import Format, IngestError, Parsed, Sample
+from polytrace.ingest.logged_dicts import clean, number
 from polytrace.ingest.sniffing import looks_binary
 from polytrace.ingest.sources import line_blocks
 from polytrace.ingest.step_metrics import StepMetrics
 
 WANDB_LINE_CAP = 4096
 SEPARATOR = " - "
-ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
-RAY_PREFIX = re.compile(r"\s*\(\w+ pid=\d+[^)]*\)\s*")
 STEP = re.compile(r"\s*step:(-?\d+)(?= - )")
 STEP_LINE_IN_HEAD = re.compile(
     rb"(?m)^(?:\x1b\[[0-9;?]*[A-Za-z]|\(\w+ pid=\d+[^)\n]*\)|\s)*step:\d+ - [^\n:]+:")
 VERL_MARKERS = (b"actor_rollout_ref", b"TaskRunner pid=", b"timing_s/", b"val-core/", b"global_steps")
 MODEL_PATH = re.compile(r"""model[._]path['"]?\s*[=:]\s*['"]?([^\s'",}]+)""")
 MAX_RESPONSE = re.compile(r"""max_response_length['"]?\s*[=:]\s*(\d+)""")
-
-
-def number(text: str) -> float | None:
-    """A logged value as a float (`np.float64(x)`, `np.int32(x)` unwrapped); None when not a number."""
-    text = text.strip()
-    if text.endswith(")"):
-        opened = text.find("(")
-        if opened <= 0:
-            return None
-        text = text[opened + 1:-1].partition(",")[0]
-    try:
-        return float(text)
-    except ValueError:
-        return None
-
-
-def clean(line: str) -> str:
-    if "\x1b" in line:
-        line = ANSI.sub("", line)
-    if "pid=" in line:
-        prefix = RAY_PREFIX.match(line)
-        if prefix:
-            line = line[prefix.end():]
-    return line
 
 
 def pairs(body: str, cut: bool) -> dict[str, float]:
