@@ -5,7 +5,9 @@ from pathlib import Path
 
 from polytrace.ingest.contract import Format, IngestError
 from polytrace.ingest.formats import (
+    areal_console,
     kineto,
+    nemo_rl_console,
     parquet_lake,
     polytrace_2025,
     polytrace_filter,
@@ -37,6 +39,8 @@ FORMATS: list[Format] = [
     verl_rollout_dump.FORMAT,
     ray_timeline.FORMAT,
     wandb_offline.FORMAT,
+    nemo_rl_console.FORMAT,
+    areal_console.FORMAT,
 ]
 
 
