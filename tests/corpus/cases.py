@@ -276,7 +276,7 @@ def _generic(fmt: str, seed: Seed) -> list[Case]:
     """Designed-invalid bytes any format must reject (a console log tolerates stray bytes)."""
     data = seed.files[seed.target]
     rng = random.Random(f"{fmt}:{seed.target}:generic")
-    tolerant = fmt == "verl-console"
+    tolerant = fmt in ("verl-console", "nemo-rl-console", "areal-console")
     binary_seed = not data[:1].isascii() or data.startswith(b"PAR1") or seed.target.endswith((".gz", ".zip"))
     cases = [
         _case(fmt, seed, "empty file", b"", True),
