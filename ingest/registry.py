@@ -5,7 +5,9 @@ from pathlib import Path
 
 from polytrace.ingest.contract import Format, IngestError
 from polytrace.ingest.formats import (
+    areal_console,
     kineto,
+    nemo_rl_console,
     openrlhf_console,
     parquet_lake,
     polytrace_2025,
@@ -43,6 +45,8 @@ FORMATS: list[Format] = [
     openrlhf_console.FORMAT,
     roll_console.FORMAT,
     slime_console.FORMAT,
+    nemo_rl_console.FORMAT,
+    areal_console.FORMAT,
 ]
 
 

@@ -23,7 +23,10 @@ def canonical_key(key: str) -> str:
 class StepMetrics:
     """Collects metrics step by step; a step logged again overrides earlier values key by key."""
 
-    def __init__(self) -> None:
+    def __init__(self, verl_timing: bool = True) -> None:
+        # verl_timing=False keeps `timing/...` as logged: other frameworks (NeMo-RL's
+        # `timing/train/...`) use that prefix for keys of their own, which their mapping names.
+        self.verl_timing = verl_timing
         self.steps: dict[int, dict[str, float]] = {}
         self.times_logged: dict[int, int] = {}
         self.truncated: list[int] = []
@@ -35,9 +38,10 @@ class StepMetrics:
         self.times_logged[step] = self.times_logged.get(step, 0) + 1
         values = self.steps.setdefault(step, {})
         for key, value in metrics.items():
-            if key.startswith(OLD_TIMING):
+            if self.verl_timing and key.startswith(OLD_TIMING):
                 self.renamed += 1
-            values[canonical_key(key)] = value
+                key = canonical_key(key)
+            values[key] = value
         if truncated:
             self.truncated.append(step)
             values[TRUNCATED_KEY] = 1.0
