@@ -14,6 +14,7 @@ from polytrace.ingest.formats import (
     polytrace_reward_timings,
     ray_timeline,
     samples_table,
+    tensorboard_events,
     verl_console,
     verl_jsonl,
     verl_rollout_dump,
@@ -37,6 +38,7 @@ FORMATS: list[Format] = [
     verl_rollout_dump.FORMAT,
     ray_timeline.FORMAT,
     wandb_offline.FORMAT,
+    tensorboard_events.FORMAT,
 ]
 
 
