@@ -324,17 +324,17 @@ def after_load(con, run_id: str, deferred: list[pa.Table]) -> Parsed:
     with store.registered(con, "_tensorboard_scalars", data):
         if len(tables) == 1:  # one file holds each (step, tag) once already
             con.execute("INSERT INTO step_metrics (run_id, step, key, value) "
-                        "SELECT ?, step, key, value FROM _tensorboard_scalars", [run_id])
+                        "SELECT ?, step, key, value FROM _tensorboard_scalars", [run_id]).fetchall()
             return Parsed()
         con.execute("""
             INSERT INTO step_metrics (run_id, step, key, value)
             SELECT ?, step, key, value FROM _tensorboard_scalars
             QUALIFY row_number() OVER (PARTITION BY step, key ORDER BY wall_time DESC, input DESC) = 1
-        """, [run_id])
+        """, [run_id]).fetchall()
         again, steps = con.execute("""
             SELECT sum(n - 1)::BIGINT, list(DISTINCT step ORDER BY step) FROM (
                 SELECT step, count(*) AS n FROM _tensorboard_scalars GROUP BY step, key HAVING n > 1)
-        """).fetchone()
+        """).fetchall()[0]
     if not again:
         return Parsed()
     shown = ", ".join(map(str, steps[:8])) + (f" (+{len(steps) - 8} more)" if len(steps) > 8 else "")
