@@ -26,10 +26,10 @@ EventAccumulator; tensorboardX has no reader. tensorboardX and google-crc32c are
 `tensorboard` extra; detection works without them (the header check below is pure Python) and
 parsing then names the install command.
 
-Damage: a record whose length checksum fails ends the read there (the length cannot be
-trusted), with a warning; a record whose payload checksum fails is skipped and counted; a file
+Damage: a record whose length checksum fails is a one-line IngestError (no later record can be
+found, and the bytes from there are not an event file: TensorBoard stops there too); a record whose payload checksum fails is skipped and counted; a file
 cut inside its last record (a run still writing, or killed) is read up to it, with a warning; a
-file whose first record is not an event is a one-line IngestError. A record longer than
+file whose first record is not an event, or that holds no scalar, is a one-line IngestError. A record longer than
 MAX_RECORD_BYTES (a huge graph or image, or a forged length) is skipped unread.
 
 Several event files in one run (one per rank, or one per restart): a (step, tag) logged by more
@@ -155,14 +155,12 @@ def records(path: Path, damage: Damage) -> Iterator[list[bytes]]:
         batch: list[bytes] = []
         while end - pos >= 12:
             length, header_crc = HEADER.unpack_from(buf, pos)
-            if masked(crc(buf[pos:pos + 8])) != header_crc:
+            if masked(crc(buf[pos:pos + 8])) != header_crc:  # no later record can be found
                 if not damage.records:
                     raise IngestError(path, f"not a TensorBoard event file (the record at byte {base + pos} "
                                             "fails its length checksum)")
-                damage.ended = (f"a record header at byte {base + pos} fails its checksum: the rest of "
-                                "the file is skipped (its record lengths cannot be trusted)")
-                yield batch
-                return
+                raise IngestError(path, f"corrupt record header at byte {base + pos} (length checksum "
+                                        "mismatch): not an event file from there on")
             stop = pos + 12 + length
             if length > MAX_RECORD_BYTES:
                 damage.long_records += 1
@@ -305,8 +303,10 @@ def parse(path: Path) -> Parsed:
     damage = Damage()
     scalars = read_scalars(path, damage)
     warnings = damage.notes() + scalars.warnings()
-    if not scalars.steps:
-        warnings.append(f"no scalar summaries in {scalars.events} event(s): nothing read")
+    if not scalars.steps:  # as every format refuses an input that gives no row
+        damaged = "; ".join(damage.notes())
+        raise IngestError(path, f"no scalar summary in {scalars.events} event(s)"
+                                + (f" ({damaged})" if damaged else ""))
     # the rows go in at after_load, once every event file of the run is parsed (see there)
     return Parsed(deferred=scalars.table(), warnings=warnings)
 
