@@ -226,3 +226,17 @@ def test_a_bomb_of_valid_records_stays_in_bounded_memory(tmp_path):
                    "(limit POLYTRACE_MAX_INFLATE_BYTES)")
     print(f"\nTensorBoard bomb: peak RSS of the process tree {peak:.0f} MB")
     assert peak < BASELINE_MB + 262, f"peak RSS {peak:.0f} MB"
+
+
+def test_without_the_extra_detection_works_and_parse_names_the_install(tmp_path, monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "tensorboardX.proto.event_pb2", None)  # as if not installed
+    ((name, data),) = tb.sample().files.items()
+    path = tmp_path / name
+    path.write_bytes(data)
+    assert registry.detect(path).name == "tensorboard"
+    with pytest.raises(IngestError) as e:
+        tb.parse(path)
+    assert str(e.value) == (f"{name}: reading TensorBoard event files needs the tensorboard extra: "
+                            "pip install 'polytrace[tensorboard]'")
