@@ -19,6 +19,7 @@ from polytrace.ingest.formats import (
     roll_console,
     samples_table,
     slime_console,
+    tensorboard_events,
     verl_console,
     verl_jsonl,
     verl_rollout_dump,
@@ -47,6 +48,7 @@ FORMATS: list[Format] = [
     slime_console.FORMAT,
     nemo_rl_console.FORMAT,
     areal_console.FORMAT,
+    tensorboard_events.FORMAT,
 ]
 
 
