@@ -154,8 +154,8 @@ CREATE TABLE IF NOT EXISTS trajectories (
     trajectory_id   VARCHAR, -- the source's id: verl's dump line (step:line), AReaL task_id:session_id
     prompt_id       INTEGER, -- prompt group, as samples.prompt_id, when the source has one
     sample_id       INTEGER, -- sample within its group, as samples.sample_id
-    start_version   INTEGER, -- policy version that generated its first token (verl min_global_steps - 1, AReaL head_version)
-    end_version     INTEGER, -- policy version that generated its last token (verl max_global_steps - 1, AReaL tail_version); above start_version when generation spanned a weight update
+    start_version   INTEGER, -- policy version that generated its first token (verl min_global_steps, AReaL head_version)
+    end_version     INTEGER, -- policy version that generated its last token (verl max_global_steps, AReaL tail_version); above start_version when generation spanned a weight update
     consume_version INTEGER, -- version of the weights the trainer updated with it (verl global_steps - 1); NULL when never consumed or not logged
     enqueue_ts      DOUBLE,  -- submitted to the rollout engines (AReaL submit_ts) (s)
     gen_start_ts    DOUBLE,  -- generation of its first token started (AReaL: first generate phase start) (s)

@@ -51,3 +51,27 @@ def test_a_synchronous_run_has_no_async_rows_but_its_weight_sync_is_said(con):
     assert rows(con, "async_staleness", "r5") == [] and rows(con, "async_budget", "r5") == []
     (finding,) = rows(con, "finding_weight_sync", "r5")
     assert finding["value"] == pytest.approx(0.2) and finding["evidence"].startswith("/api/queries/step_budget")
+
+
+def test_a_verl_rollout_dump_with_weight_versions_gives_per_sample_staleness(tmp_path):
+    """Step 5 (consume version 4): one sample of version 4 (staleness 0), one generated across
+    versions 2..3 (staleness 2: in flight 1, in the queue 1), one with no versions (no row)."""
+    from polytrace import store
+    from polytrace.ingest.load import ingest_paths
+
+    dump = tmp_path / "5.jsonl"
+    dump.write_text(
+        '{"input": "1+1=", "output": "2", "score": 1.0, "step": 5, "min_global_steps": 4, "max_global_steps": 4}\n'
+        '{"input": "1+1=", "output": "two", "score": 1.0, "step": 5, "min_global_steps": 2, "max_global_steps": 3}\n'
+        '{"input": "2+2=", "output": "4", "score": 1.0, "step": 5, "acc": true}\n')
+    con = store.open(tmp_path / "d.duckdb")
+    try:
+        run_id = ingest_paths(con, [dump]).run_id
+        (row,) = rows(con, "async_staleness", run_id)
+        assert (row["basis"], row["trajectories"], row["staleness_min"], row["staleness_mean"],
+                row["staleness_max"]) == ("per-sample", 2, 0.0, 1.0, 2.0)
+        (lag,) = rows(con, "async_lag", run_id)
+        assert (lag["in_flight_mean"], lag["in_queue_mean"]) == (0.5, 0.5)
+        assert con.execute("SELECT key FROM sample_metrics WHERE run_id = ?", [run_id]).fetchall() == [("acc",)]
+    finally:
+        con.close()
