@@ -5,6 +5,7 @@ from pathlib import Path
 
 from polytrace.ingest.contract import Format, IngestError
 from polytrace.ingest.formats import (
+    areal_sessions,
     kineto,
     parquet_lake,
     polytrace_2025,
@@ -37,6 +38,7 @@ FORMATS: list[Format] = [
     verl_rollout_dump.FORMAT,
     ray_timeline.FORMAT,
     wandb_offline.FORMAT,
+    areal_sessions.FORMAT,
 ]
 
 

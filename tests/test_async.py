@@ -75,3 +75,24 @@ def test_a_verl_rollout_dump_with_weight_versions_gives_per_sample_staleness(tmp
         assert con.execute("SELECT key FROM sample_metrics WHERE run_id = ?", [run_id]).fetchall() == [("acc",)]
     finally:
         con.close()
+
+
+def test_areal_session_trace_gives_each_session_its_outcome_and_times(tmp_path):
+    """The format's sample: accepted (submitted 100, generating 100.5 to 103.5 over two phases,
+    finalized 104), rejected (100.5 to 102.5) and failed (no phase)."""
+    from polytrace import store
+    from polytrace.ingest.formats import areal_sessions
+    from polytrace.ingest.load import ingest_paths
+
+    sample = areal_sessions.sample()
+    path = tmp_path / "sessions-r0.jsonl"
+    path.write_bytes(sample.files["sessions-r0.jsonl"])
+    con = store.open(tmp_path / "a.duckdb")
+    try:
+        run_id = ingest_paths(con, [path]).run_id
+        got = {(r["status"], r["reason"]): (r["trajectories"], r["wait_s_mean"], r["gen_s_mean"])
+               for r in rows(con, "async_lifecycle", run_id)}
+        assert got == {("accepted", None): (1, 0.5, 3.0), ("filtered", "rejected"): (1, 0.5, 2.0),
+                       ("failed", "workflow_exception"): (1, None, None)}
+    finally:
+        con.close()
