@@ -6,6 +6,7 @@ from pathlib import Path
 from polytrace.ingest.contract import Format, IngestError
 from polytrace.ingest.formats import (
     areal_console,
+    areal_sessions,
     kineto,
     nemo_rl_console,
     openrlhf_console,
@@ -49,6 +50,7 @@ FORMATS: list[Format] = [
     nemo_rl_console.FORMAT,
     areal_console.FORMAT,
     tensorboard_events.FORMAT,
+    areal_sessions.FORMAT,
 ]
 
 

@@ -17,7 +17,7 @@ import duckdb
 from polytrace.store import aggregates, vocabulary
 from polytrace.store.errors import StoreError
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 # version -> statements that bring a database of version - 1 to it. Version 1 is every
 # database written before the version was recorded; its tables are a subset of today's,
 # so schema.sql (all IF NOT EXISTS) brings it up to date. Version 3 adds runs.length_unit;
@@ -26,13 +26,16 @@ SCHEMA_VERSION = 6
 # cannot alter a column's compression), and the runs are summed up again
 # (queries.overview.stale) by the next `polytrace serve` or `polytrace migrate`. Version 6 adds
 # gpu_events.trace_start_us (NULL for the events already loaded: one trace file per rank, as
-# before).
+# before). Version 7 adds the async run facts runs.trainer_gpus, rollout_gpus and max_staleness.
 MIGRATIONS: dict[int, tuple[str, ...]] = {
     2: (),
     3: ("ALTER TABLE runs ADD COLUMN IF NOT EXISTS length_unit VARCHAR",),
     4: ("DROP TABLE IF EXISTS run_findings",),
     5: ("DROP TABLE IF EXISTS run_answers",),
     6: ("ALTER TABLE gpu_events ADD COLUMN IF NOT EXISTS trace_start_us DOUBLE",),
+    7: ("ALTER TABLE runs ADD COLUMN IF NOT EXISTS trainer_gpus INTEGER",
+        "ALTER TABLE runs ADD COLUMN IF NOT EXISTS rollout_gpus INTEGER",
+        "ALTER TABLE runs ADD COLUMN IF NOT EXISTS max_staleness INTEGER"),
 }
 # Derived tables an older schema had: a lake exported then still holds them, and a restore
 # leaves them out without a word.

@@ -21,7 +21,10 @@ CREATE TABLE IF NOT EXISTS runs (
     config           JSON,                -- any run-level configuration the input carried
     sha256           VARCHAR,             -- hash over all input files' bytes; dedup key
     created_at       TIMESTAMP,           -- when the run was ingested (UTC)
-    length_unit      VARCHAR              -- unit of samples.prompt_len/response_len: 'tokens', or 'chars' (a verl rollout dump ingested without a tokenizer); NULL means tokens
+    length_unit      VARCHAR,             -- unit of samples.prompt_len/response_len: 'tokens', or 'chars' (a verl rollout dump ingested without a tokenizer); NULL means tokens
+    trainer_gpus     INTEGER,             -- async runs: GPUs of the trainer pool (training, log-probs, weight sync), when known
+    rollout_gpus     INTEGER,             -- async runs: GPUs of the rollout pool (inference engines), when known
+    max_staleness    INTEGER              -- the configured staleness bound in policy versions (AReaL max_head_offpolicyness, NeMo-RL max_trajectory_age_steps), when given; config keys are read too
 );
 
 -- One row per file in each ingest attempt, successful or not.
@@ -122,6 +125,34 @@ CREATE TABLE IF NOT EXISTS metric_vocabulary (
     scale     DOUBLE,  -- canonical value = logged value x scale (ms -> s: 0.001)
     combine   VARCHAR, -- 'first': the name's first key the step logged wins; 'sum': its keys add up
     position  INTEGER  -- the key's place in its name's list of keys
+);
+
+-- One row per trajectory of an asynchronous (or off-policy) run: the policy versions it was
+-- generated under and consumed by, when it moved, and what became of it. A version counts the
+-- weight updates the rollout engines had received (verl's global_steps - 1, AReaL's and NeMo-RL's
+-- weight version); the consume version is the version of the weights the trainer updated with it,
+-- so a trajectory generated and trained by the same weights has staleness 0 (on-policy).
+-- Staleness = consume_version - start_version, split into in-flight (end_version - start_version:
+-- a partial rollout resumed across weight updates) and in-queue (consume_version - end_version:
+-- finished, waiting for the trainer). Timestamps are seconds on the source's own clock.
+CREATE TABLE IF NOT EXISTS trajectories (
+    run_id          VARCHAR, -- owning run
+    step            INTEGER, -- training step whose batch consumed it (dropped or filtered: the step it was dropped at); NULL when the source does not say
+    trajectory_id   VARCHAR, -- the source's id: verl's dump line (step:line), AReaL task_id:session_id
+    prompt_id       INTEGER, -- prompt group, as samples.prompt_id, when the source has one
+    sample_id       INTEGER, -- sample within its group, as samples.sample_id
+    start_version   INTEGER, -- policy version that generated its first token (verl min_global_steps, AReaL head_version)
+    end_version     INTEGER, -- policy version that generated its last token (verl max_global_steps, AReaL tail_version); above start_version when generation spanned a weight update
+    consume_version INTEGER, -- version of the weights the trainer updated with it (verl global_steps - 1); NULL when never consumed or not logged
+    enqueue_ts      DOUBLE,  -- submitted to the rollout engines (AReaL submit_ts) (s)
+    gen_start_ts    DOUBLE,  -- generation of its first token started (AReaL: first generate phase start) (s)
+    gen_end_ts      DOUBLE,  -- its last token generated (AReaL: last generate phase end) (s)
+    ready_ts        DOUBLE,  -- finished, reward included, and handed to the trainer's queue (AReaL finalized_ts) (s)
+    consume_ts      DOUBLE,  -- taken by the trainer into a batch (s)
+    status          VARCHAR, -- accepted (trained on), dropped_stale (discarded as too old), filtered (rejected by a filter: DAPO, AReaL should_accept), failed (workflow error, aborted)
+    reason          VARCHAR, -- the source's reason for any status but accepted, as it wrote it
+    resume_count    INTEGER, -- times its generation was interrupted (a weight update) and resumed; NULL when not logged
+    tokens          BIGINT   -- response tokens generated for it (in runs.length_unit: characters when a dump was read without a tokenizer)
 );
 
 -- What-if rollout simulation results (polytrace simulate ... --store): predicted rollout

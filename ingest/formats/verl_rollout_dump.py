@@ -18,6 +18,14 @@ tokenizer.json, read by the optional `tokenizers` package: the dumped texts are 
 without special tokens, so a chat template's special tokens are not counted. Without one they
 are characters, and the run's length_unit says 'chars'. Numeric extra fields (true/false as
 1/0) go to sample_metrics; text ones (pred, request_id, uid) are not kept.
+
+Async runs: a line whose extra fields carry integer `min_global_steps` and `max_global_steps` (the
+weight versions a trajectory was generated across, which verl's agent loop records per sample in
+async mode and its newer trainer turns into training/off_policy/trajectory_staleness*; volcengine/verl
+after b178a3cd, read in a public copy of verl/trainer/ppo/ray_trainer.py) also gives a
+`trajectories` row: start_version = min_global_steps, end_version = max_global_steps, and
+consume_version = step - 1, the trainer's weights in verl's own formula ((global_steps - 1) -
+min_global_steps is its worst-case staleness). Those two fields are not kept in sample_metrics.
 """
 from __future__ import annotations
 
@@ -39,9 +47,20 @@ from polytrace.ingest.sniffing import first_line, looks_binary
 from polytrace.ingest.sources import check_utf8, line_blocks
 
 TOKENIZER_VARIABLE = "POLYTRACE_TOKENIZER"
-WRITTEN = ("input", "output", "gts", "score", "step")
+WRITTEN = ("input", "output", "gts", "score", "step", "min_global_steps", "max_global_steps")
 STEP_FILE = re.compile(r"^\d+\.jsonl(\.gz)?$")
 METRIC_TYPES = {**KEY_TYPES, "key": pa.string(), "value": pa.float64()}
+TRAJECTORY_TYPES = {**KEY_TYPES, "trajectory_id": pa.string(), "start_version": pa.int32(),
+                    "end_version": pa.int32(), "consume_version": pa.int32(), "status": pa.string(),
+                    "tokens": pa.int64()}
+
+
+def versions(row: dict[str, Any]) -> tuple[int, int] | None:
+    """The weight versions an async sample was generated across, when the dump carries them."""
+    lo, hi = row.get("min_global_steps"), row.get("max_global_steps")
+    if isinstance(lo, int) and isinstance(hi, int) and not isinstance(lo, bool) and not isinstance(hi, bool):
+        return lo, hi
+    return None
 
 
 class Line(msgspec.Struct):
@@ -153,6 +172,7 @@ def parse(path: Path) -> Parsed:
     samples: dict[str, list] = {k: [] for k in ("step", "prompt_id", "sample_id", "prompt_len",
                                                 "response_len", "reward")}
     metrics: dict[str, list] = {k: [] for k in METRIC_TYPES}
+    trajectories: dict[str, list] = {k: [] for k in TRAJECTORY_TYPES}
     line = count = 0
     for offset, block in line_blocks(path):
         if offset == 0 and looks_binary(block[:4096]):
@@ -166,9 +186,16 @@ def parse(path: Path) -> Parsed:
         samples["prompt_id"] += prompt_ids
         samples["sample_id"] += sample_ids
         samples["prompt_len"] += prompt_len
-        samples["response_len"] += lengths([x.output for x in lines], groups.tokenizer)
+        response_len = lengths([x.output for x in lines], groups.tokenizer)
+        samples["response_len"] += response_len
         samples["reward"] += [None if x.score is None else float(x.score) for x in lines]
-        for row, x, p, s in zip(rows, lines, prompt_ids, sample_ids):
+        for i, (row, x, p, s, n) in enumerate(zip(rows, lines, prompt_ids, sample_ids, response_len)):
+            span = versions(row)
+            if span is not None:
+                values = (x.step, p, s, f"{x.step}:{count - len(lines) + i + 1}", span[0], span[1],
+                          x.step - 1, "accepted", n)
+                for col, v in zip(TRAJECTORY_TYPES, values):
+                    trajectories[col].append(v)
             try:
                 pairs = extras(row)
             except IngestError as e:
@@ -181,6 +208,8 @@ def parse(path: Path) -> Parsed:
     tables = {"samples": samples_table(samples)}
     if metrics["key"]:
         tables["sample_metrics"] = table(metrics, METRIC_TYPES)
+    if trajectories["step"]:
+        tables["trajectories"] = table(trajectories, TRAJECTORY_TYPES)
     return Parsed(tables=tables, run={"framework": "verl"},
                   deferred="tokens" if groups.tokenizer else "chars")
 

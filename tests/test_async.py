@@ -1,0 +1,98 @@
+"""Async RL: the per-sample and the logged staleness paths agree, and the async findings fire on
+the runs that call for them and on no other (tests/fixtures/golden/async, derived in its README)."""
+from __future__ import annotations
+
+import pytest
+
+from polytrace.queries.catalog import bind, load_catalog
+from polytrace.queries.runner import run_bound
+from tests.goldens import load_case
+
+ASYNC_FINDINGS = ("finding_staleness_bound", "finding_trainer_starved", "finding_rollouter_idle",
+                  "finding_stale_waste", "finding_staleness_drift")
+
+
+@pytest.fixture(scope="module")
+def con():
+    c = load_case("async")
+    yield c
+    c.close()
+
+
+def rows(con, name, run_id):
+    q = load_catalog()[name]
+    r = run_bound(con, q, bind(q, {"run_id": run_id}))
+    return [dict(zip(r.columns, row)) for row in r.rows]
+
+
+def test_the_per_sample_path_agrees_with_the_logged_path(con):
+    per_sample = rows(con, "async_staleness", "r1")
+    logged = rows(con, "async_staleness", "r2")
+    assert [r["basis"] for r in per_sample] == ["per-sample"] * 2
+    assert [r["basis"] for r in logged] == ["logged"] * 2
+    for a, b in zip(per_sample, logged):
+        assert (a["step"], a["staleness_min"], a["staleness_max"]) == (b["step"], b["staleness_min"], b["staleness_max"])
+        assert a["staleness_mean"] == pytest.approx(b["staleness_mean"], rel=1e-12)
+        assert a["staleness_mean"] == pytest.approx(a["logged_staleness_mean"], rel=1e-12)
+
+
+def test_staleness_above_its_bound_after_a_resume_is_critical(con):
+    (finding,) = rows(con, "finding_staleness_bound", "r3")
+    assert (finding["severity"], finding["value"], finding["steps"]) == ("critical", 3.0, [3, 4])
+
+
+def test_a_healthy_on_policy_async_run_raises_no_async_alarm_and_says_so_once(con):
+    assert all(rows(con, name, "r4") == [] for name in ASYNC_FINDINGS)
+    (note,) = rows(con, "finding_async_on_policy", "r4")
+    assert note["severity"] == "info"
+
+
+def test_a_synchronous_run_has_no_async_rows_but_its_weight_sync_is_said(con):
+    assert rows(con, "async_staleness", "r5") == [] and rows(con, "async_budget", "r5") == []
+    (finding,) = rows(con, "finding_weight_sync", "r5")
+    assert finding["value"] == pytest.approx(0.2) and finding["evidence"].startswith("/api/queries/step_budget")
+
+
+def test_a_verl_rollout_dump_with_weight_versions_gives_per_sample_staleness(tmp_path):
+    """Step 5 (consume version 4): one sample of version 4 (staleness 0), one generated across
+    versions 2..3 (staleness 2: in flight 1, in the queue 1), one with no versions (no row)."""
+    from polytrace import store
+    from polytrace.ingest.load import ingest_paths
+
+    dump = tmp_path / "5.jsonl"
+    dump.write_text(
+        '{"input": "1+1=", "output": "2", "score": 1.0, "step": 5, "min_global_steps": 4, "max_global_steps": 4}\n'
+        '{"input": "1+1=", "output": "two", "score": 1.0, "step": 5, "min_global_steps": 2, "max_global_steps": 3}\n'
+        '{"input": "2+2=", "output": "4", "score": 1.0, "step": 5, "acc": true}\n')
+    con = store.open(tmp_path / "d.duckdb")
+    try:
+        run_id = ingest_paths(con, [dump]).run_id
+        (row,) = rows(con, "async_staleness", run_id)
+        assert (row["basis"], row["trajectories"], row["staleness_min"], row["staleness_mean"],
+                row["staleness_max"]) == ("per-sample", 2, 0.0, 1.0, 2.0)
+        (lag,) = rows(con, "async_lag", run_id)
+        assert (lag["in_flight_mean"], lag["in_queue_mean"]) == (0.5, 0.5)
+        assert con.execute("SELECT key FROM sample_metrics WHERE run_id = ?", [run_id]).fetchall() == [("acc",)]
+    finally:
+        con.close()
+
+
+def test_areal_session_trace_gives_each_session_its_outcome_and_times(tmp_path):
+    """The format's sample: accepted (submitted 100, generating 100.5 to 103.5 over two phases,
+    finalized 104), rejected (100.5 to 102.5) and failed (no phase)."""
+    from polytrace import store
+    from polytrace.ingest.formats import areal_sessions
+    from polytrace.ingest.load import ingest_paths
+
+    sample = areal_sessions.sample()
+    path = tmp_path / "sessions-r0.jsonl"
+    path.write_bytes(sample.files["sessions-r0.jsonl"])
+    con = store.open(tmp_path / "a.duckdb")
+    try:
+        run_id = ingest_paths(con, [path]).run_id
+        got = {(r["status"], r["reason"]): (r["trajectories"], r["wait_s_mean"], r["gen_s_mean"])
+               for r in rows(con, "async_lifecycle", run_id)}
+        assert got == {("accepted", None): (1, 0.5, 3.0), ("filtered", "rejected"): (1, 0.5, 2.0),
+                       ("failed", "workflow_exception"): (1, None, None)}
+    finally:
+        con.close()
