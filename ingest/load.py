@@ -267,7 +267,13 @@ def checked_overrides(overrides: dict | None) -> dict:
     if unknown:
         raise IngestError(None, f"cannot set run field(s) {', '.join(sorted(unknown))}; "
                                 f"settable: {', '.join(RUN_COLUMNS)}")
-    return {k: v for k, v in (overrides or {}).items() if v is not None}
+    given = {k: v for k, v in (overrides or {}).items() if v is not None}
+    if "framework" in given:
+        try:
+            given["framework"] = vocabulary.framework_named(given["framework"])
+        except vocabulary.VocabularyError as e:
+            raise IngestError(None, str(e)) from None
+    return given
 
 
 def write_run(con, run_id: str, digest: str, files: list[InputFile], name: str,

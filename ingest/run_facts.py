@@ -11,3 +11,6 @@ GIVEN_RUN_FACTS = {
     "max_staleness": "Async runs: the staleness bound in policy versions (AReaL max_head_offpolicyness), "
                      "when the files do not say (enables the staleness_bound finding).",
 }
+# Given as text, checked against store/vocabulary; a given framework beats detection from the keys.
+GIVEN_FRAMEWORK = ("The framework that wrote the files (verl, openrlhf, slime, areal, roll, nemo-rl): "
+                   "whose metric names they hold, when the files do not say (it is otherwise detected from the keys).")

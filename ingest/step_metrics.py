@@ -9,15 +9,21 @@ from polytrace.ingest.contract import IngestError, Parsed
 OLD_TIMING = "timing/"
 TIMING = "timing_s/"
 TRUNCATED_KEY = "log/truncated"
+# NeMo-RL logs its timers as timing/train/<...> and timing/validation/<...> (nemo_rl/utils/logger.py
+# prefixes; store/vocabulary/nemo-rl.toml): never old verl's, whose stages sit right under timing/.
+NOT_VERL_TIMING = ("timing/train/", "timing/validation/")
 
 
 def canonical_key(key: str) -> str:
     """Old verl wrote `timing/<stage>` (seconds); newer verl writes `timing_s/<stage>`.
 
     Both are stored as `timing_s/<stage>` so one name serves every query; the rename
-    is reported in the parse warnings.
+    is reported in the parse warnings. NeMo-RL's timing/train/ and timing/validation/ keys, which
+    a W&B export of its runs holds, stay as logged for its mapping to name.
     """
-    return TIMING + key[len(OLD_TIMING):] if key.startswith(OLD_TIMING) else key
+    if key.startswith(OLD_TIMING) and not key.startswith(NOT_VERL_TIMING):
+        return TIMING + key[len(OLD_TIMING):]
+    return key
 
 
 class StepMetrics:
@@ -38,7 +44,7 @@ class StepMetrics:
         self.times_logged[step] = self.times_logged.get(step, 0) + 1
         values = self.steps.setdefault(step, {})
         for key, value in metrics.items():
-            if self.verl_timing and key.startswith(OLD_TIMING):
+            if self.verl_timing and canonical_key(key) != key:
                 self.renamed += 1
                 key = canonical_key(key)
             values[key] = value

@@ -1,6 +1,6 @@
 -- name: async_budget
 -- title: Async: where each pool's GPU time went
--- section: Other
+-- section: Async
 -- stored: yes
 -- An async run's two pools, step by step, each in its own GPU-seconds: the trainer pool's window
 -- (its step plus a weight sync logged apart from the step's timer) split into training (busy),
@@ -32,7 +32,7 @@ WITH pools AS (
                  l.rollout_idle_ratio * coalesce(l.rollout_window_s, m.step_s + coalesce(l.weight_sync_s, 0)))
             AS rollout_idle_s
     FROM async_logged l
-    JOIN (SELECT step, max(value) AS step_s FROM step_metrics
+    JOIN (SELECT step, max(value) AS step_s FROM canonical_metrics
           WHERE run_id = $run_id AND key = 'timing_s/step' GROUP BY step) AS m ON m.step = l.step
     WHERE coalesce(l.trainer_wait_s, l.trainer_idle_ratio, l.rollout_idle_ratio, l.rollout_window_s,
                    l.weight_sync_s) IS NOT NULL

@@ -1,6 +1,6 @@
 -- name: async_drops
 -- title: Async: trajectories dropped, by reason
--- section: Other
+-- section: Async
 -- stored: yes
 -- What each step generated and did not train on: dropped as too stale, rejected by a filter, or
 -- failed, with the stale share of the step's trajectories and of its response tokens (GPU time

@@ -1,6 +1,6 @@
 -- name: async_idle
 -- title: Async: trainer and rollout idle per step
--- section: Other
+-- section: Async
 -- stored: yes
 -- The two pools of an async run, each waiting on the other: the trainer's share of its step spent
 -- waiting for samples (rollout is the bottleneck), and the rollout engines' share of their window

@@ -1,6 +1,6 @@
 -- name: async_lag
 -- title: Async: in-flight against in-queue lag
--- section: Other
+-- section: Async
 -- stored: yes
 -- Where each step's staleness comes from: in-flight (versions a trajectory's generation spanned,
 -- its last token's version minus its first's: partial rollouts resumed across weight updates) and

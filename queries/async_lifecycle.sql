@@ -1,6 +1,6 @@
 -- name: async_lifecycle
 -- title: Async: trajectories by outcome, and where their time went
--- section: Other
+-- section: Async
 -- stored: yes
 -- Every trajectory of the run by what became of it (accepted, dropped as too stale, filtered,
 -- failed) and the source's reason: how many, their tokens, and the mean seconds of each leg where

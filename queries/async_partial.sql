@@ -1,6 +1,6 @@
 -- name: async_partial
 -- title: Async: partial rollouts resumed across weight updates
--- section: Other
+-- section: Async
 -- stored: yes
 -- Trajectories whose generation was interrupted by a weight update and resumed under the new
 -- weights, so that their tokens come from several policy versions: how many per step, their share,

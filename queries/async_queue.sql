@@ -1,6 +1,6 @@
 -- name: async_queue
 -- title: Async: samples waiting for the trainer
--- section: Other
+-- section: Async
 -- stored: yes
 -- The queue between the rollout engines and the trainer, as the framework last reported it in each
 -- step (verl fully-async: the message queue's size when the batch's first sample was put). A queue

@@ -1,6 +1,6 @@
 -- name: async_staleness
 -- title: Async: staleness per step
--- section: Other
+-- section: Async
 -- stored: yes
 -- How many policy versions old the samples each step trained on were: the consuming version minus
 -- the version that generated a trajectory's first token (0 = on-policy), least, mean and largest,

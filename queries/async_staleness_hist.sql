@@ -1,6 +1,6 @@
 -- name: async_staleness_hist
 -- title: Async: staleness distribution per step
--- section: Other
+-- section: Async
 -- stored: yes
 -- How a step's trained trajectories spread over staleness (consuming version minus the version of
 -- their first token), from per-trajectory versions: one row per step and staleness value with the

@@ -17,7 +17,7 @@
 -- @column evidence VARCHAR  The catalog URL of async_staleness.
 -- @chart table
 WITH checked AS (
-    SELECT s.step, s.staleness_max, b.bound, b.bound_from
+    SELECT s.step, s.staleness_max, max(s.staleness_max) OVER () AS top, b.bound, b.bound_from
     FROM staleness_steps s CROSS JOIN async_bound b
     WHERE s.staleness_max IS NOT NULL AND b.bound IS NOT NULL),
 summary AS (
@@ -25,7 +25,7 @@ summary AS (
         count(*) AS checked_steps,
         count(*) FILTER (WHERE staleness_max > bound) AS over_steps,
         max(staleness_max) AS worst,
-        arg_max(step, staleness_max) AS worst_step,
+        min(step) FILTER (WHERE staleness_max = top) AS worst_step,  -- the first, of steps tied
         min(step) FILTER (WHERE staleness_max > bound) AS first_step,
         list(step ORDER BY step) FILTER (WHERE staleness_max > bound) AS steps,
         min(bound) AS bound,

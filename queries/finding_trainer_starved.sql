@@ -16,14 +16,14 @@
 -- @column evidence VARCHAR  The catalog URL of async_idle.
 -- @chart table
 WITH steps AS (
-    SELECT step, step_s, trainer_wait_s, trainer_idle_ratio
+    SELECT step, step_s, trainer_wait_s, trainer_idle_ratio, max(trainer_idle_ratio) OVER () AS top
     FROM async_pools WHERE trainer_wait_s IS NOT NULL AND step_s > 0),
 summary AS (
     SELECT
         sum(trainer_wait_s)::DOUBLE AS wait_s,
         sum(step_s)::DOUBLE AS step_s,
         count(*) AS n,
-        arg_max(step, trainer_idle_ratio) AS worst_step,
+        min(step) FILTER (WHERE trainer_idle_ratio = top) AS worst_step,  -- the first, of steps tied
         max(trainer_idle_ratio) AS worst,
         list(step ORDER BY step) AS steps
     FROM steps)

@@ -25,7 +25,7 @@ WITH logged AS (
         CASE WHEN count(*) FILTER (WHERE key IN ('timing_s/update_weights', 'timing_s/sync_rollout_weights')) > 0
              THEN sum(value) FILTER (WHERE key IN ('timing_s/update_weights', 'timing_s/sync_rollout_weights'))::DOUBLE
         END AS sync_in_s
-    FROM step_metrics
+    FROM canonical_metrics
     WHERE run_id = $run_id
       AND key IN ('timing_s/step', 'timing_s/gen', 'timing_s/update_actor', 'timing_s/update_weights',
                   'timing_s/sync_rollout_weights')

@@ -23,7 +23,7 @@ from polytrace.server.errors import ApiError
 
 FILE_FIELD = "file"
 FILES = "files"
-TEXT_FIELDS = ("name", "format", *GIVEN_RUN_FACTS)
+TEXT_FIELDS = ("name", "format", "framework", *GIVEN_RUN_FACTS)
 MAX_FILES = 10_000
 MAX_TEXT_BYTES = 4096
 # Folders in one file's name: deeper trees are not traces, and path handling recurses on them.

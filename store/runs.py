@@ -37,6 +37,10 @@ def row_counts(con: duckdb.DuckDBPyConnection, run_id: str) -> dict[str, int]:
     return counts
 
 
+def count(con: duckdb.DuckDBPyConnection) -> int:
+    return con.execute("SELECT count(*) FROM runs").fetchall()[0][0]
+
+
 def exists(con: duckdb.DuckDBPyConnection, run_id: str) -> bool:
     return bool(con.execute("SELECT 1 FROM runs WHERE run_id = ?", [run_id]).fetchall())
 

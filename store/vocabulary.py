@@ -113,6 +113,14 @@ def frameworks() -> dict[str, Framework]:
     return out
 
 
+def framework_named(value: str) -> str:
+    """The framework a user names (any case), checked against the mapping files."""
+    name = value.strip().lower()
+    if name not in frameworks():
+        raise VocabularyError(f"unknown framework {value[:40]!r}: expected one of {', '.join(sorted(frameworks()))}")
+    return name
+
+
 def _metric(name: str, spec: dict, known: dict[str, Name], where: str) -> Metric:
     if name not in known:
         raise VocabularyError(f"{where}: [metric.{name!r}] is no canonical name (canonical*.toml)")

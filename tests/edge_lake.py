@@ -150,6 +150,48 @@ SELECT '0001', s, k, CASE WHEN k = 'actor/kl_loss' AND s % 2 = 1 THEN 'NaN'::DOU
 FROM range(8) a(s), (VALUES ('critic/score/mean'), ('critic/rewards/mean'), ('actor/entropy'),
                             ('actor/ppo_kl'), ('actor/kl_loss'), ('actor/grad_norm'),
                             ('actor/pg_clipfrac')) m(k);
+-- Async. 0001, per-sample: two pools and a staleness bound of 1; 6 trajectories a step whose
+-- staleness grows with the step (start versions fall behind), one partial (resumed), one dropped
+-- stale and one filtered a step, timestamps on all but the last (NULL in every column).
+UPDATE runs SET trainer_gpus = 2, rollout_gpus = 2, max_staleness = 1 WHERE run_id = '0001';
+INSERT INTO trajectories (run_id, step, trajectory_id, prompt_id, sample_id, start_version, end_version,
+                          consume_version, enqueue_ts, gen_start_ts, gen_end_ts, ready_ts, consume_ts,
+                          status, reason, resume_count, tokens)
+SELECT '0001', s, s || ':' || t, t // 2, t % 2,
+       greatest(0, s - 1 - (s // 5) - t % 2), greatest(0, s - 1 - (t = 1)::INT), CASE WHEN t < 5 THEN s - 1 + (s = 0)::INT END,
+       CASE WHEN t < 5 THEN s * 10.0 + t END, CASE WHEN t < 5 THEN s * 10.0 + t + 0.5 END,
+       CASE WHEN t < 5 THEN s * 10.0 + t + 4 END, CASE WHEN t < 5 THEN s * 10.0 + t + 4.5 END,
+       CASE WHEN t < 4 THEN s * 10.0 + 9 END,
+       CASE t WHEN 4 THEN 'dropped_stale' WHEN 5 THEN 'filtered' ELSE 'accepted' END,
+       CASE t WHEN 4 THEN 'too stale' WHEN 5 THEN 'all rewards equal' END,
+       (t = 1)::INT, 10 + t * 5 + s
+FROM range(12) a(s), range(6) b(t);
+-- run.b, logged: verl fully-async keys; the trainer waits, the rollouter idles, the weight sync is
+-- long, and the staleness is 0 (on-policy); step 7 logs nothing, as for its other metrics.
+INSERT INTO step_metrics (run_id, step, key, value)
+SELECT 'run.b', s, k, CASE k
+        WHEN 'fully_async/total_wait_time' THEN 5 + s % 3
+        WHEN 'rollouter/active_time' THEN 20 + s
+        WHEN 'rollouter/version_time' THEN 30 + s
+        WHEN 'timing_s/param_sync' THEN 12 + s % 2
+        WHEN 'fully_async/monitor/queue/mq_queue_size' THEN s % 4
+        WHEN 'fully_async/partial/partial_ratio' THEN 0.1 * (s % 3)
+        WHEN 'fully_async/partial/total_partial_num' THEN s % 3
+        WHEN 'fully_async/partial/max_partial_span' THEN s % 2
+        WHEN 'training/off_policy/dropped_samples' THEN s % 2
+        WHEN 'fully_async/count/dropped_stale_samples' THEN s
+        WHEN 'fully_async/count/total_generated_samples' THEN 16 * (s + 1)
+        ELSE 0 END
+FROM range(12) a(s),
+     (VALUES ('fully_async/total_wait_time'), ('rollouter/active_time'), ('rollouter/version_time'),
+             ('timing_s/param_sync'), ('fully_async/monitor/queue/mq_queue_size'),
+             ('fully_async/partial/partial_ratio'), ('fully_async/partial/total_partial_num'),
+             ('fully_async/partial/max_partial_span'), ('training/off_policy/dropped_samples'),
+             ('fully_async/count/dropped_stale_samples'), ('fully_async/count/total_generated_samples'),
+             ('training/off_policy/trajectory_staleness_worst/mean'),
+             ('training/off_policy/trajectory_staleness_worst/max'),
+             ('training/off_policy/trajectory_staleness_worst/min')) m(k)
+WHERE s <> 7;
 -- run.b's simulation: the dispatches and a partial rollout, whose carry is stored
 INSERT INTO whatif (run_id, step, policy, engine, n, tokens, max_len, predicted_s, idle_frac,
                     speedup, calibration)

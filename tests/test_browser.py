@@ -26,7 +26,7 @@ CPU_ONLY = "kineto/cpu_only/rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz"
 COLLAPSED = "verl-logs/qwen3-4b-agent-run-i80f2v90.output.log"
 # A kernel name a hostile trace could carry: it must read as text wherever it is shown.
 HOSTILE = "<a href=//x>k</a>"
-SECTIONS = ("Lengths", "Rollout tail", "Imbalance", "Stages", "Multi-turn", "GPU", "What if", "Other")
+SECTIONS = ("Lengths", "Rollout tail", "Imbalance", "Stages", "Multi-turn", "Async", "GPU", "What if", "Other")
 # Chromium itself reports every HTTP error response on the console. A rejected upload is
 # meant to answer 4xx, so that one report is expected; anything else is a page defect.
 REJECTED_UPLOAD = re.compile(r"^Failed to load resource: the server responded with a status of 4\d\d")

@@ -149,13 +149,15 @@ def packed_chunk() -> bytes:
 CHILD = textwrap.dedent("""
     import sys
     from pathlib import Path
-    from polytrace import store
+    from polytrace import settings, store
     from polytrace.ingest.contract import IngestError
     from polytrace.ingest.load import ingest_paths
+    from polytrace.ingest.options import IngestOptions, applied
     con = store.open(Path(sys.argv[2]))
     con.execute("SET memory_limit = '256MB'")  # DuckDB's own cache, bounded as a server would set it
     try:
-        result = ingest_paths(con, [Path(sys.argv[1])])
+        with applied(IngestOptions.of(settings.get())):  # the inflate limit, as the CLI passes it down
+            result = ingest_paths(con, [Path(sys.argv[1])])
         print("ok", sum(result.rows.values()))
     except IngestError as e:
         print("refused", e)

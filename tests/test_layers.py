@@ -37,7 +37,6 @@ ALLOWED = {
     "workload/": "simulation inputs and results (the use-case layer will take these)",
     # restructured in parallel (issue 36): raw reads of run detail and live status, simulate's inputs
     "server/routers/": "raw server reads, until they become internal catalog queries",
-    "polytrace/cli.py": "simulate's inputs and migrate's count, until cli/ is split",
 }
 
 

@@ -285,7 +285,8 @@ def test_stage_query_goldens(con, small_run, name):
 def test_metric_and_metric_keys_goldens(con, small_run):
     # timing_s/gen per step in small.log: 6, 4, old-style 3 (step 4), 2; step 3 has none.
     assert_golden(*run_query(con, "metric", run_id=small_run, key="timing_s/gen"), "metric")
-    # keys.log: a/x = 1, 3, -1 over steps 1..3; b/y = NaN (ignored by min/max), 2 over steps 1..2.
+    # keys.log: a/x = 1, 3, -1 over steps 1..3; b/y = NaN (ignored by min/max), 2 over steps 1..2;
+    # timing_s/gen once, read by the catalog under that canonical name (verl: identity).
     keys_run = ingest(con, FIXTURES / "keys.log")
     assert_golden(*run_query(con, "metric_keys", run_id=keys_run), "metric_keys")
 

@@ -116,20 +116,35 @@ def write_csv(path: Path, rows: dict[int, dict[str, float]]) -> Path:
 
 def in_framework(framework: str, steps: dict[int, dict[str, float]]) -> tuple[dict, dict]:
     """The run as `framework` logs it (its first key for each name, in its unit) and its verl
-    twin with only the names that framework logs."""
+    twin with only the names that framework logs, as its mapping reads them back: a key two
+    names share holds one value, and a name the mapping sums (a step time as the sum of the
+    framework's stage timers) is the sum of those timers the run logs."""
     fw = vocabulary.frameworks()[framework]
-    logged = {n: m for n, m in fw.metrics.items()}
-    own = {s: {logged[n].keys[0]: v / logged[n].scale for n, v in m.items() if n in logged}
-           for s, m in steps.items()}
-    twin = {s: {n: v for n, v in m.items() if n in logged} for s, m in steps.items()}
+    own = {}
+    for s, m in steps.items():
+        own[s] = {}
+        for n, v in m.items():
+            if n in fw.metrics and fw.metrics[n].combine != "sum":
+                own[s][fw.metrics[n].keys[0]] = v / fw.metrics[n].scale
+        for n, v in m.items():
+            spec = fw.metrics.get(n)
+            if spec and spec.combine == "sum" and not any(k in own[s] for k in spec.keys):
+                own[s][spec.keys[0]] = v / spec.scale
+    twin = {s: {n: read_back(fw.metrics[n], own[s]) for n in m if n in fw.metrics} for s, m in steps.items()}
     return own, twin
+
+
+def read_back(spec, logged: dict[str, float]) -> float | None:
+    values = [logged[k] * spec.scale for k in spec.keys if k in logged]
+    return sum(values) if spec.combine == "sum" else values[0]
 
 
 def answers(con, run_id: str) -> dict[str, list]:
     out = {}
     for name in SAME_ANSWERS:
         answer = run(con, get_query(name), {"run_id": run_id}, Limits(timeout_ms=20_000, row_cap=10_000))
-        out[name] = [[round(v, 6) if isinstance(v, float) else v for v in row.values()]
+        out[name] = [[round(v, 6) if isinstance(v, float) else
+                      v.replace(run_id, "<run>") if isinstance(v, str) else v for v in row.values()]
                      for row in answer.table.to_pylist()]
     return out
 

@@ -503,7 +503,7 @@ def test_run_overrides_never_replace_what_the_input_says(tmp_path, con):
     said = tmp_path / "verl" / "profile" / "packed_length_log" / "run"
     write_jsonl(said / "packed_lengths_step_0.jsonl",
                 packed_lines(0, np.array([5]), np.array([[3, 8]]), np.array([0]), tp=1))
-    run_id = ingest_paths(con, [said], run_overrides={"framework": "rllm", "max_response_len": 16,
+    run_id = ingest_paths(con, [said], run_overrides={"framework": "openrlhf", "max_response_len": 16,
                                                       "n_gpus": None}).run_id
     assert con.execute("SELECT framework, max_response_len, n_gpus FROM runs WHERE run_id = ?",
                        [run_id]).fetchone() == ("verl", 16, None)

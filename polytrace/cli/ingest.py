@@ -7,10 +7,12 @@ from pathlib import Path
 from polytrace import service, store
 from polytrace.cli.errors import CliError
 from polytrace.cli.output import ingest_options
-from polytrace.ingest.run_facts import GIVEN_RUN_FACTS
+from polytrace.ingest.run_facts import GIVEN_FRAMEWORK, GIVEN_RUN_FACTS
+from polytrace.store import vocabulary
 
 # The command-line flag of each given run fact (its argparse dest is the fact).
-_FACT_FLAGS = {"max_response_len": "--max-response-len", "n_gpus": "--gpus"}
+_FACT_FLAGS = {"max_response_len": "--max-response-len", "n_gpus": "--gpus", "trainer_gpus": "--trainer-gpus",
+               "rollout_gpus": "--rollout-gpus", "max_staleness": "--max-staleness"}
 
 
 
@@ -24,6 +26,7 @@ def register(sub, db_option) -> None:
     p.add_argument("--force", action="store_true", help="ingest again even if the same content exists")
     for fact, flag in _FACT_FLAGS.items():
         p.add_argument(flag, dest=fact, type=int, metavar="N", help=GIVEN_RUN_FACTS[fact])
+    p.add_argument("--framework", type=str.lower, choices=sorted(vocabulary.frameworks()), help=GIVEN_FRAMEWORK)
     p.add_argument("--lake", metavar="DIR", help="write the run into this Parquet lake instead of --db, "
                    "parsing the input files in parallel processes")
     p.add_argument("--jobs", type=int, metavar="N",
@@ -85,7 +88,7 @@ def _run_overrides(args) -> dict:
     for flag, value in given.values():
         if value is not None and not 1 <= value <= top:
             raise CliError(f"{flag} must be an integer from 1 to {top}, got {value}")
-    return {k: v for k, (_, v) in given.items() if v is not None}
+    return {k: v for k, (_, v) in {**given, "framework": ("--framework", args.framework)}.items() if v is not None}
 
 
 

@@ -6,6 +6,7 @@ from pathlib import Path
 
 from polytrace import service, store
 from polytrace.cli.errors import CliError
+from polytrace.store import runs as store_runs
 
 
 def register(sub, db_option) -> None:
@@ -23,7 +24,7 @@ def run(args) -> int:
     con = store.open(args.db, "w")  # the writer brings the schema and aggregates up to date
     try:
         stale = service.refresh_stale(con)
-        runs = con.execute("SELECT count(*) FROM runs").fetchall()[0][0]
+        runs = store_runs.count(con)
     finally:
         con.close()
     again = f"{len(stale)} of {runs} runs summed up again" if stale else f"all {runs} runs summed up already"

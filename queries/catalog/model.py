@@ -8,7 +8,7 @@ from typing import Any
 # The catalog page, the run page and the compare page show sections in this order. Runs and
 # Findings are what the run page says above its charts; Fidelity queries compare two runs.
 SECTIONS = ("Runs", "Findings", "Budget", "Training health", "Lengths", "Rollout tail", "Imbalance", "Stages",
-            "Multi-turn", "GPU", "What if", "Fidelity", "Other")
+            "Multi-turn", "Async", "GPU", "What if", "Fidelity", "Other")
 # The columns of every Findings-section query (queries/findings.py reads them as one list).
 FINDING_COLUMNS = (("kind", "VARCHAR"), ("severity", "VARCHAR"), ("value", "DOUBLE"), ("unit", "VARCHAR"),
                    ("steps", "INTEGER[]"), ("stage", "VARCHAR"), ("text", "VARCHAR"),

@@ -27,5 +27,5 @@ SELECT
 FROM async_logged l
 LEFT JOIN (
     SELECT step, max(value) AS step_s
-    FROM step_metrics WHERE run_id = $run_id AND key = 'timing_s/step' GROUP BY step) AS m ON m.step = l.step
+    FROM canonical_metrics WHERE run_id = $run_id AND key = 'timing_s/step' GROUP BY step) AS m ON m.step = l.step
 WHERE coalesce(l.trainer_wait_s, l.trainer_idle_ratio, l.rollout_idle_ratio, l.rollout_window_s) IS NOT NULL

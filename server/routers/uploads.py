@@ -12,11 +12,12 @@ from polytrace.ingest import registry
 from polytrace.ingest.contract import IngestError
 from polytrace.ingest.load import IngestResult
 from polytrace.ingest.options import IngestOptions
-from polytrace.ingest.run_facts import GIVEN_RUN_FACTS
+from polytrace.ingest.run_facts import GIVEN_FRAMEWORK, GIVEN_RUN_FACTS
 from polytrace.queries.catalog import INT_RANGE
 from polytrace.server.deps import DbDep, SettingsDep, WriterDep
 from polytrace.server.errors import ApiError, error_responses, ingest_status
 from polytrace.server.responses import Json
+from polytrace.store import vocabulary
 from polytrace.server.uploads import FILE_FIELD, Upload, forced_format, form_field, receive
 
 class Uploaded(BaseModel):
@@ -53,6 +54,7 @@ def _upload_body() -> dict:
             "name": {"type": "string", "description": "Run name (default: the file name)."},
             "format": {"type": "string", "enum": formats,
                        "description": "Skip detection and parse as this format."},
+            "framework": {"type": "string", "enum": sorted(vocabulary.frameworks()), "description": GIVEN_FRAMEWORK},
             **{field: {"type": "integer", "minimum": 1, "description": doc}
                for field, doc in GIVEN_RUN_FACTS.items()},
         },
@@ -72,6 +74,11 @@ def _run_overrides(fields: dict) -> dict:
         if not (raw.isascii() and raw.isdigit()) or not 1 <= int(raw) <= top:
             raise ApiError(422, f"field {field!r} must be an integer from 1 to {top}, got {raw[:40]!r}")
         out[field] = int(raw)
+    if (fields.get("framework") or "").strip():
+        try:
+            out["framework"] = vocabulary.framework_named(fields["framework"])
+        except vocabulary.VocabularyError as e:
+            raise ApiError(422, f"field 'framework': {e}") from None
     return out
 
 
