@@ -165,3 +165,27 @@ def detected(con: duckdb.DuckDBPyConnection, run_id: str) -> str | None:
         "WHERE m.run_id = ? GROUP BY v.framework ORDER BY hits DESC, v.framework LIMIT 1",
         [run_id]).fetchall()
     return found[0][0] if found else None
+
+
+def markdown() -> str:
+    """The README's table: each canonical name and, per framework, the key its runs log it under
+    (a `+` joins keys summed; `—` not logged), so a user can check it against their own logs."""
+    fws = sorted(frameworks().values(), key=lambda f: (f.framework != "verl", f.framework))
+    head = ["name", "unit", *(f.display or f.framework for f in fws)]
+    lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
+    for name, spec in sorted(names().items(), key=lambda item: item[0].startswith("async/")):
+        lines.append("| " + " | ".join([f"`{name}`", spec.unit, *(_cell(f, name) for f in fws)]) + " |")
+    return "\n".join(lines)
+
+
+def _cell(fw: Framework, name: str) -> str:
+    if name in fw.metrics:
+        m = fw.metrics[name]
+        keys = (" + " if m.combine == "sum" else " or ").join(f"`{k}`" for k in m.keys[:3])
+        more = f" (+{len(m.keys) - 3})" if len(m.keys) > 3 else ""
+        return keys + more + (f" ×{m.scale:g}" if m.scale != 1 else "")
+    return "—"
+
+
+if __name__ == "__main__":
+    print(markdown())

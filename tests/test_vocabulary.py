@@ -173,3 +173,9 @@ def test_a_framework_is_recognised_by_its_keys(con, tmp_path, framework):
         pytest.skip(f"{framework}'s signature keys are none of its mapped keys")
     run_id = ingest_paths(con, [write_csv(tmp_path / "own.csv", own)]).run_id
     assert con.execute("SELECT framework FROM runs WHERE run_id = ?", [run_id]).fetchall() == [(framework,)]
+
+
+def test_the_readme_table_is_the_vocabulary():
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    table = readme.split("<!-- vocabulary:begin -->\n", 1)[1].split("\n<!-- vocabulary:end -->", 1)[0]
+    assert table == vocabulary.markdown()
