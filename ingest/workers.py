@@ -11,6 +11,7 @@ no port held.
 from __future__ import annotations
 
 import gc
+import logging
 import multiprocessing
 import multiprocessing.context
 import os
@@ -33,6 +34,7 @@ PRELOAD = ["polytrace.ingest.parsing"]
 # own parsing and hashing meanwhile. The CLI's whole ingest of search-R1 multi-turn files,
 # one fresh process each, 1 worker against 2: no faster at 102 MB, 4-15% faster at 200 MB.
 WORKERS_MIN_BYTES = 128 * 1024**2
+log = logging.getLogger("polytrace.ingest")
 _in_worker = False
 
 
@@ -153,11 +155,13 @@ class _Shared:
         return next((j for j in range(self.done, end) if self.state[j] == FREE), None)
 
     def feed(self) -> None:
+        started = False
         try:
             self.pool = _pool(self.workers)
             # start every worker, and learn that they are ready, before handing out a call
             for ping in [self.pool.submit(_ready) for _ in range(self.workers)]:
                 ping.result()
+            started = True
             while True:
                 with self.lock:
                     while not self.closed and FREE in self.state and (
@@ -170,6 +174,10 @@ class _Shared:
                     self.busy += 1
                 self._chain(self.pool.submit(_call, self.options, self.fn, self.calls[i][1]), slot)
         except Exception as e:  # noqa: BLE001  (the pool broke: the caller runs the rest)
+            if not started:
+                log.warning("parse workers did not start (%s): parsing in one process; a TMPDIR path "
+                            "much over 60 characters is one known cause (the forkserver's socket "
+                            "lives there)", e)
             with self.lock:
                 for slot in self.slots.values():
                     if not slot.done():

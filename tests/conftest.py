@@ -5,7 +5,9 @@ from __future__ import annotations
 import inspect
 import os
 import re
+import shutil
 import socket
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -40,6 +42,16 @@ def pytest_terminal_summary(terminalreporter):
     skipped = [r for r in terminalreporter.stats.get("skipped", []) if NO_DATA in str(r.longrepr)]
     if skipped:
         terminalreporter.write_line(f"{len(skipped)} tests skipped: {NO_DATA}", yellow=True)
+
+
+@pytest.fixture
+def uploads_dir() -> Path:
+    """A server's TMPDIR for uploads, short: multiprocessing puts the forkserver's socket under
+    TMPDIR, and a socket path past 107 bytes (pytest-xdist's tmp_path is deep) stops parse
+    workers from starting."""
+    folder = Path(tempfile.mkdtemp(prefix="pt-uploads-", dir="/tmp"))
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
 
 
 @pytest.fixture

@@ -42,6 +42,17 @@ RUN_INPUTS = {
 # Hand-made inputs for what the shared runs never show (a step-time spike), beside every format's
 # own sample (ingest/formats/*.py), which covers the formats the shared data lacks.
 FIXTURE_INPUTS = {"verl_spikes": FIXTURES / "verl" / "spikes.log"}
+# The async golden runs (tests/fixtures/golden/async, derived in its README) as the files verl writes:
+# its file logger's metrics and, for r1, its rollout dump; each with the run facts it is given.
+ASYNC_GOLDEN = FIXTURES / "golden" / "async"
+ASYNC_RUNS = {"async_per_sample": ("r1", {"trainer_gpus": 4, "rollout_gpus": 4, "max_staleness": 2}),
+              "async_logged": ("r2", {}), "async_past_bound": ("r3", {"max_staleness": 1}),
+              "async_on_policy": ("r4", {}), "sync_slow_weight_sync": ("r5", {})}
+# What r2 adds to r1's logged keys, so that a logged run has a queue and stale drops (running totals).
+ASYNC_LOGGED_EXTRA = {2: {"fully_async/monitor/queue/mq_queue_size": 3.0, "fully_async/count/dropped_stale_samples": 1.0,
+                          "fully_async/count/total_generated_samples": 4.0},
+                      3: {"fully_async/monitor/queue/mq_queue_size": 5.0, "fully_async/count/dropped_stale_samples": 1.0,
+                          "fully_async/count/total_generated_samples": 6.0}}
 # Values for required parameters that are not run ids.
 EXAMPLE_PARAMS = {"key": "timing_s/gen"}
 QUERIES = sorted(load_catalog())
@@ -58,6 +69,9 @@ def _ingest_all(db) -> dict[str, str]:
             runs[label] = ingest_paths(con, [SHARED_DATA / p for p in paths]).run_id
         for label, path in FIXTURE_INPUTS.items():
             runs[label] = ingest_paths(con, [path]).run_id
+        for label, (golden, facts) in ASYNC_RUNS.items():
+            paths = _async_files(db.parent / "async" / label, golden)
+            runs[label] = ingest_paths(con, paths, run_overrides=facts).run_id
         for fmt in registry.FORMATS:
             folder = db.parent / "samples" / fmt.name
             sample = fmt.sample()
@@ -70,6 +84,32 @@ def _ingest_all(db) -> dict[str, str]:
     finally:
         con.close()
     return runs
+
+
+def _async_files(folder, golden: str) -> list:
+    """The golden async run `golden` written as verl's file logger and rollout dump would."""
+    folder.mkdir(parents=True)
+    steps: dict[int, dict] = {}
+    with (ASYNC_GOLDEN / "step_metrics.csv").open(newline="") as f:
+        for r in csv.DictReader(f):
+            if r["run_id"] == golden:
+                steps.setdefault(int(r["step"]), {})[r["key"]] = float(r["value"])
+    if golden == "r2":
+        for step, extra in ASYNC_LOGGED_EXTRA.items():
+            steps[step].update(extra)
+    metrics = folder / "metrics.jsonl"
+    metrics.write_text("".join(json.dumps({"step": s, "data": d}) + "\n" for s, d in sorted(steps.items())))
+    dumps: dict[str, list[str]] = {}
+    with (ASYNC_GOLDEN / "trajectories.csv").open(newline="") as f:
+        for r in csv.DictReader(f):
+            if r["run_id"] == golden and r["status"] == "accepted":  # a dump holds what was trained on
+                dumps.setdefault(r["step"], []).append(json.dumps(
+                    {"input": r["trajectory_id"], "output": "x" * int(r["tokens"]), "score": 1.0,
+                     "step": int(r["consume_version"]) + 1, "min_global_steps": int(r["start_version"]),
+                     "max_global_steps": int(r["end_version"])}) + "\n")
+    for step, lines in dumps.items():
+        (folder / f"{step}.jsonl").write_text("".join(lines))
+    return [metrics, *(folder / f"{step}.jsonl" for step in dumps)]
 
 
 def params_for(name: str, run_id: str) -> dict[str, str]:

@@ -302,9 +302,8 @@ def test_a_delete_naming_a_rebound_host_is_refused(make_server):
 
 # --- 4. kill -9 mid-ingest: no orphaned parse worker holds the port -------------------------------
 
-def test_a_server_killed_mid_ingest_restarts_on_its_port_within_10_s(tmp_path):
-    uploads = tmp_path / "uploads"
-    uploads.mkdir()
+def test_a_server_killed_mid_ingest_restarts_on_its_port_within_10_s(tmp_path, uploads_dir):
+    uploads = uploads_dir
     ranks = [write_packed(tmp_path / f"packed_lengths_step_{i}.jsonl", 2, 50_000, seed=20 + i).path
              for i in range(2)]  # 2 x 18 MB: parsed by workers
     db, port = tmp_path / "server.duckdb", free_port()

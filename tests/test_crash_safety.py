@@ -252,16 +252,15 @@ def wait_for(condition, what: str, timeout: float = 60) -> None:
         time.sleep(0.002)
 
 
-def server_files(baseline: Path, tmp_path: Path) -> tuple[Path, Path, int]:
-    """A copy of the baseline database, a directory for the server's uploads, a free port."""
-    db, uploads = tmp_path / "server.duckdb", tmp_path / "uploads"
-    uploads.mkdir()
+def server_files(baseline: Path, tmp_path: Path, uploads: Path) -> tuple[Path, Path, int]:
+    """A copy of the baseline database, the directory for the server's uploads, a free port."""
+    db = tmp_path / "server.duckdb"
     shutil.copy(baseline, db)
     return db, uploads, free_port()
 
 
-def test_server_killed_mid_upload_and_mid_load(big, baseline, tmp_path):
-    db, uploads, port = server_files(baseline, tmp_path)
+def test_server_killed_mid_upload_and_mid_load(big, baseline, tmp_path, uploads_dir):
+    db, uploads, port = server_files(baseline, tmp_path, uploads_dir)
     before = db_state(db)
 
     # 1. killed while the body is still arriving (3 MiB of 18 received)
@@ -360,8 +359,8 @@ def sockets(pid: int) -> set[str]:
     return out
 
 
-def test_parse_workers_hold_no_server_socket_and_die_with_the_server(big, second, baseline, tmp_path):
-    db, uploads, port = server_files(baseline, tmp_path)
+def test_parse_workers_hold_no_server_socket_and_die_with_the_server(big, second, baseline, tmp_path, uploads_dir):
+    db, uploads, port = server_files(baseline, tmp_path, uploads_dir)
     before = db_state(db)
     srv = Server(db, port, uploads, env={"POLYTRACE_PARSE_JOBS": "2"})
     pid = srv.proc.pid

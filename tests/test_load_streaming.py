@@ -121,3 +121,27 @@ def test_a_parse_worker_imports_every_format_but_not_duckdb():
             "'duckdb' in sys.modules, 'pydantic' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
     assert out == ["True"] * len(registry.FORMATS) + ["False", "False"]
+
+
+def test_parse_workers_that_cannot_start_are_said_and_the_caller_parses_alone(tmp_path):
+    """multiprocessing puts the forkserver's socket under TMPDIR; past the socket path limit the
+    workers cannot start. The calls still all run, in the caller, and the log says why. In a fresh
+    process: multiprocessing keeps the temp dir it first chose for the life of a process. The calls
+    sleep a second each so that the feeder, which fails at once, reports before the caller is done."""
+    import os
+    import subprocess
+    import sys
+
+    deep = tmp_path / ("t" * 100)
+    deep.mkdir()
+    script = ("import logging, time\n"
+              "logging.basicConfig()\n"
+              "from polytrace.ingest import options, workers\n"
+              "calls = [(name, (1,)) for name in 'abc']\n"
+              "with options.applied(options.IngestOptions(parse_jobs=2)):\n"
+              "    print(list(workers.in_order(time.sleep, calls, 2)))\n")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "TMPDIR": str(deep)})
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[None, None, None]"
+    assert "parse workers did not start (AF_UNIX path too long): parsing in one process" in out.stderr
