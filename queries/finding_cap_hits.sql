@@ -3,7 +3,7 @@
 -- section: Findings
 -- stored: yes
 -- Share of responses at the response-length cap over the last 10% of steps (at least one):
--- verl's response_length/clip_ratio, or samples truncated or at runs.max_response_len. Without
+-- the logged response_length/clip_ratio (verl's, or a framework's key mapped to it), or samples truncated or at runs.max_response_len. Without
 -- a known cap, the run's longest length is taken as the cap when at least 2% of all its
 -- responses are exactly that long (said as inferred). Emitted at 5% or more.
 -- @param run_id VARCHAR  Run to examine.
@@ -17,7 +17,7 @@
 -- @column evidence VARCHAR  The catalog URL of the per-step cap shares.
 -- @chart table
 WITH run AS (
-    SELECT max_response_len AS cap FROM runs WHERE run_id = $run_id),
+    SELECT max_response_len AS cap, coalesce(framework, 'verl') AS framework FROM runs WHERE run_id = $run_id),
 lengths AS (
     SELECT
         l.step, l.n, l.capped, l.cap_known, l.response_max, l.at_max,
@@ -67,7 +67,8 @@ SELECT
            'they finished, and their tokens were still generated; raise max_response_len or add '
            'an overlong penalty.',
            100 * s.share, CASE WHEN s.k = 1 THEN 'step' ELSE printf('%d steps', s.k) END,
-           CASE WHEN s.source = 'verl' THEN 'response-length cap (verl clip_ratio)'
+           CASE WHEN s.source = 'verl' AND r.framework = 'verl' THEN 'response-length cap (verl clip_ratio)'
+                WHEN s.source = 'verl' THEN printf('response-length cap (%s''s logged clip ratio)', r.framework)
                 WHEN r.cap IS NOT NULL THEN printf('%,d-token cap', r.cap)
                 WHEN i.share_at_max >= 0.02
                 THEN printf('%,d-token cap (inferred: %.1f%% of all responses are exactly %,d tokens long)',

@@ -13,7 +13,8 @@ import duckdb
 
 # A run whose framework no file maps reads its keys as verl's: the canonical names are verl's.
 DEFAULT_FRAMEWORK = "verl"
-COMBINE = ("first", "sum")
+COMBINE = ("first", "sum", "difference")
+JOINS = {"first": " or ", "sum": " + ", "difference": " − "}  # how the README's table joins keys
 
 
 class VocabularyError(ValueError):
@@ -130,6 +131,8 @@ def _metric(name: str, spec: dict, known: dict[str, Name], where: str) -> Metric
     combine = spec.get("combine", "first")
     if combine not in COMBINE:
         raise VocabularyError(f"{where}: [metric.{name!r}] combine must be one of {', '.join(COMBINE)}")
+    if combine == "difference" and len(keys) < 2:
+        raise VocabularyError(f"{where}: [metric.{name!r}] combine = \"difference\" needs two keys or more")
     return Metric(name, tuple(keys), float(spec.get("scale", 1.0)), combine,
                   spec.get("aggregation", ""), spec.get("source", ""))
 
@@ -169,7 +172,7 @@ def detected(con: duckdb.DuckDBPyConnection, run_id: str) -> str | None:
 
 def markdown() -> str:
     """The README's table: each canonical name and, per framework, the key its runs log it under
-    (a `+` joins keys summed; `—` not logged), so a user can check it against their own logs."""
+    (a `+` joins keys summed, a `−` keys subtracted from the first; `—` not logged), so a user can check it against their own logs."""
     fws = sorted(frameworks().values(), key=lambda f: (f.framework != "verl", f.framework))
     head = ["name", "unit", *(f.display or f.framework for f in fws)]
     lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
@@ -181,7 +184,7 @@ def markdown() -> str:
 def _cell(fw: Framework, name: str) -> str:
     if name in fw.metrics:
         m = fw.metrics[name]
-        keys = (" + " if m.combine == "sum" else " or ").join(f"`{k}`" for k in m.keys[:3])
+        keys = JOINS[m.combine].join(f"`{k}`" for k in m.keys[:3])
         more = f" (+{len(m.keys) - 3})" if len(m.keys) > 3 else ""
         return keys + more + (f" ×{m.scale:g}" if m.scale != 1 else "")
     return "—"

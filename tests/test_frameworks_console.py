@@ -204,6 +204,29 @@ def test_real_roll_console_file():
     assert (values[0]["actor/ppo_kl"], values[1]["perf/throughput"]) == (-0.002, 1400.0)
 
 
+def test_slime_real_excerpt_reads_through_to_its_findings(con):
+    """A real run's line (THUDM/slime issue 1837): the rollout's numbers land under their keys and
+    canonical names, and its 46% truncated share is the cap finding, in slime's words."""
+    from polytrace.queries.catalog import bind, load_catalog
+    from polytrace.queries.runner import run_bound
+
+    log = LOGS / "slime_issue_1837_excerpt.log"
+    assert registry.detect(log).name == "slime-console"
+    run_id = ingest_paths(con, [log]).run_id
+    got = dict(con.execute("SELECT key, value FROM canonical_metrics WHERE run_id = ? AND step = 0",
+                           [run_id]).fetchall())
+    assert got["timing_s/gen"] == 371.1796889305115  # perf/rollout_time
+    assert (got["response_length/mean"], got["response_length/max"], got["response_length/min"]) == (
+        2773.71484375, 4096.0, 593.0)
+    assert got["response_length/clip_ratio"] == 0.46484375  # rollout/truncated_ratio
+    q = load_catalog()["finding_cap_hits"]
+    answer = run_bound(con, q, bind(q, {"run_id": run_id}))
+    (finding,) = [dict(zip(answer.columns, row)) for row in answer.rows]
+    assert (finding["severity"], finding["value"], finding["steps"]) == ("critical", 0.46484375, [0])
+    assert finding["text"].startswith("46.5% of responses in the last step stopped at the response-length "
+                                      "cap (slime's logged clip ratio)")
+
+
 def test_slime_console_golden():
     from polytrace.ingest.formats import slime_console
     log = LOGS / "slime_console.log"

@@ -37,7 +37,7 @@ def test_every_canonical_name_is_mapped_or_said_not_logged(framework):
     for name, entry in metric.items():
         assert entry["keys"] and entry["source"] and entry["aggregation"], name
         assert isinstance(entry["scale"], float), name
-        assert entry.get("combine", "first") in ("first", "sum"), name
+        assert entry.get("combine", "first") in ("first", "sum", "difference"), name
     for field in ("display", "repo", "commit", "license", "signature"):
         assert mapping[field], field
     assert len(mapping["commit"]) == 40

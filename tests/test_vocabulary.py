@@ -75,6 +75,19 @@ def test_canonical_metrics_of_a_verl_log_are_its_own_keys(con, tmp_path):
                        [run_id]).fetchall() == [(2,)]
 
 
+def test_a_difference_needs_every_key_of_the_step(con, tmp_path):
+    """AReaL's response length is its sequence length minus its prompt length (both means over the
+    step's sequences): a step that logs only one of them has no response length, not a wrong one."""
+    path = tmp_path / "history.csv"
+    path.write_text("_step,ppo_actor/seq_len/avg,ppo_actor/prompt_len/avg\n1,612.5,100\n2,900,\n")
+    run_id = ingest_paths(con, [path], run_overrides={"framework": "areal"}).run_id
+    assert con.execute("SELECT step, key, value, raw_key FROM canonical_metrics WHERE run_id = ? "
+                       "ORDER BY step, key", [run_id]).fetchall() == [
+        (1, "prompt_length/mean", 100.0, "ppo_actor/prompt_len/avg"),
+        (1, "response_length/mean", 512.5, "ppo_actor/seq_len/avg"),
+    ]
+
+
 # ---- one run, six vocabularies ------------------------------------------------------------------
 
 def twin_steps() -> dict[int, dict[str, float]]:
@@ -117,8 +130,9 @@ def write_csv(path: Path, rows: dict[int, dict[str, float]]) -> Path:
 def in_framework(framework: str, steps: dict[int, dict[str, float]]) -> tuple[dict, dict]:
     """The run as `framework` logs it (its first key for each name, in its unit) and its verl
     twin with only the names that framework logs, as its mapping reads them back: a key two
-    names share holds one value, and a name the mapping sums (a step time as the sum of the
-    framework's stage timers) is the sum of those timers the run logs."""
+    names share holds one value, a name the mapping sums (a step time as the sum of the
+    framework's stage timers) is the sum of those timers the run logs, and a name it takes as a
+    difference (AReaL's response length: sequence minus prompt) is logged as that sum."""
     fw = vocabulary.frameworks()[framework]
     own = {}
     for s, m in steps.items():
@@ -130,21 +144,28 @@ def in_framework(framework: str, steps: dict[int, dict[str, float]]) -> tuple[di
             spec = fw.metrics.get(n)
             if spec and spec.combine == "sum" and not any(k in own[s] for k in spec.keys):
                 own[s][spec.keys[0]] = v / spec.scale
+            if spec and spec.combine == "difference" and all(k in own[s] for k in spec.keys[1:]):
+                own[s][spec.keys[0]] = v / spec.scale + sum(own[s][k] for k in spec.keys[1:])
     twin = {s: {n: read_back(fw.metrics[n], own[s]) for n in m if n in fw.metrics} for s, m in steps.items()}
     return own, twin
 
 
 def read_back(spec, logged: dict[str, float]) -> float | None:
     values = [logged[k] * spec.scale for k in spec.keys if k in logged]
+    if spec.combine == "difference":
+        return values[0] - sum(values[1:]) if len(values) == len(spec.keys) else None
     return sum(values) if spec.combine == "sum" else values[0]
 
 
-def answers(con, run_id: str) -> dict[str, list]:
+def answers(con, run_id: str, framework: str = "verl") -> dict[str, list]:
+    """The answers, the run id masked and a finding's framework words (cap_hits names whose
+    clip ratio it read) said as for verl."""
     out = {}
     for name in SAME_ANSWERS:
         answer = run(con, get_query(name), {"run_id": run_id}, Limits(timeout_ms=20_000, row_cap=10_000))
         out[name] = [[round(v, 6) if isinstance(v, float) else
-                      v.replace(run_id, "<run>") if isinstance(v, str) else v for v in row.values()]
+                      v.replace(run_id, "<run>").replace(f"({framework}'s logged clip ratio)", "(verl clip_ratio)")
+                      if isinstance(v, str) else v for v in row.values()]
                      for row in answer.table.to_pylist()]
     return out
 
@@ -157,7 +178,7 @@ def test_a_run_in_each_framework_answers_as_its_verl_twin(con, tmp_path, framewo
                         run_overrides={**facts, "framework": framework}).run_id
     verl = ingest_paths(con, [write_csv(tmp_path / "twin.csv", twin)],
                         run_overrides={**facts, "framework": "verl"}).run_id
-    got, want = answers(con, mine), answers(con, verl)
+    got, want = answers(con, mine, framework), answers(con, verl)
     assert got == want
     # the checkpoint spikes are seen through every framework that times its checkpoints
     if "timing_s/save_checkpoint" in vocabulary.frameworks()[framework].metrics:

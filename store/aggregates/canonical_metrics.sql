@@ -3,7 +3,8 @@
 -- a query written once serves verl, OpenRLHF, slime, AReaL, ROLL and NeMo-RL alike. The run's
 -- framework picks the mapping (a framework no file maps reads as verl, whose keys are the
 -- canonical names). A name several logged keys map to takes the first of them the step logged,
--- or their sum where the mapping says combine = "sum". Timing keys under the framework's stage
+-- or their sum where the mapping says combine = "sum", or the first minus the others where it says
+-- combine = "difference" (a step that lacks one of them has no value for the name). Timing keys under the framework's stage
 -- prefix that no mapping names keep their stage as timing_s/<stage>. step_metrics keeps the raw
 -- keys as logged.
 -- @column run_id VARCHAR  Owning run.
@@ -18,15 +19,17 @@ WITH framework AS (
          WHERE r.run_id = $run_id),
         'verl') AS name
 ), mapping AS (
-    SELECT v.* FROM metric_vocabulary v, framework f WHERE v.framework = f.name
+    SELECT v.*, count(*) OVER (PARTITION BY v.kind, v.name) AS n_keys
+    FROM metric_vocabulary v, framework f WHERE v.framework = f.name
 ), raw AS (
     SELECT run_id, step, key, value FROM step_metrics WHERE run_id = $run_id
 ), named AS (
-    SELECT r.run_id, r.step, m.name AS key, r.value * m.scale AS value, r.key AS raw_key, m.combine, m.position
+    SELECT r.run_id, r.step, m.name AS key, r.value * m.scale AS value, r.key AS raw_key, m.combine, m.position,
+           m.n_keys
     FROM raw r JOIN mapping m ON m.kind = 'metric' AND m.key = r.key
 ), staged AS (
     SELECT r.run_id, r.step, m.name || r.key[length(m.key) + 1:] AS key, r.value * m.scale AS value, r.key AS raw_key,
-           'first' AS combine, 1000000 AS position
+           'first' AS combine, 1000000 AS position, 1 AS n_keys
     FROM raw r JOIN mapping m ON m.kind = 'stage' AND starts_with(r.key, m.key)
     WHERE r.key NOT IN (SELECT key FROM mapping WHERE kind = 'metric')
 ), together AS (
@@ -38,7 +41,10 @@ SELECT
     key,
     CASE WHEN any_value(combine) = 'sum' AND count(*) FILTER (WHERE position < 1000000) > 1
          THEN sum(value) FILTER (WHERE position < 1000000)::DOUBLE
+         WHEN any_value(combine) = 'difference'
+         THEN 2 * arg_min(value, position) - sum(value)::DOUBLE  -- the first minus the others
          ELSE arg_min(value, position) END AS value,
     arg_min(raw_key, position) AS raw_key
 FROM together
 GROUP BY run_id, step, key
+HAVING any_value(combine) <> 'difference' OR count(*) = any_value(n_keys)
