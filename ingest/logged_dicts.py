@@ -21,7 +21,7 @@ from polytrace.ingest.step_metrics import StepMetrics
 
 OPENERS, CLOSERS = "([{", ")]}"
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
-RAY_PREFIX = re.compile(r"\s*\(\w+ pid=\d+[^)]*\)\s*")
+RAY_PREFIX = re.compile(r"\s*\([\w.-]*\s*pid=\d+[^)]*\)\s*")
 
 
 def number(text: str) -> float | None:
@@ -39,7 +39,8 @@ def number(text: str) -> float | None:
 
 
 def clean(line: str) -> str:
-    """The line without ANSI colour codes and without a leading Ray `(Actor pid=N, ip=...)` prefix."""
+    """The line without ANSI colour codes and without a leading Ray `(Actor pid=N, ip=...)` or
+    `(pid=N)` prefix."""
     if "\x1b" in line:
         line = ANSI.sub("", line)
     if "pid=" in line:

@@ -22,32 +22,14 @@ import re
 from pathlib import Path
 
 from polytrace.ingest.contract import Format, IngestError, Parsed, Sample
+from polytrace.ingest.logged_dicts import clean, number
 from polytrace.ingest.sniffing import looks_binary
 from polytrace.ingest.sources import line_blocks
 from polytrace.ingest.step_metrics import StepMetrics
 
-ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
-RAY_PREFIX = re.compile(r"\s*\([\w.-]*\s*pid=\d+[^)]*\)\s*")
 TRAIN_STEP = re.compile(r"Train step (\d+)/\d+ done\.")
 STATS = re.compile(r"StatsLogger \w+: Stats \((\d+)/(\d+)\):")
 TOP, BOTTOM, CELL = "╒", "╘", "│"
-
-
-def clean(line: str) -> str:
-    if "\x1b" in line:
-        line = ANSI.sub("", line)
-    if "pid=" in line:
-        prefix = RAY_PREFIX.match(line)
-        if prefix:
-            line = line[prefix.end():]
-    return line.strip()
-
-
-def number(text: str) -> float | None:
-    try:
-        return float(text)
-    except ValueError:
-        return None
 
 
 class Tables:
@@ -61,7 +43,7 @@ class Tables:
         self.unplaced = 0
 
     def feed(self, raw: str) -> None:
-        line = clean(raw)
+        line = clean(raw).strip()
         if not line:
             return
         if self.step is not None:

@@ -24,12 +24,11 @@ import re
 from pathlib import Path
 
 from polytrace.ingest.contract import Format, IngestError, Parsed, Sample
+from polytrace.ingest.logged_dicts import clean
 from polytrace.ingest.sniffing import looks_binary
 from polytrace.ingest.sources import line_blocks
 from polytrace.ingest.step_metrics import StepMetrics
 
-ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
-RAY_PREFIX = re.compile(r"\s*\([\w.-]*\s*pid=\d+[^)]*\)\s*")
 STEP = re.compile(r"^=+ Step (\d+)/(\d+) =+$")
 EPOCH = re.compile(r"^=+ Epoch (\d+)/(\d+) =+$")
 VALIDATION_AT = re.compile(r"Starting validation at step (\d+)")
@@ -77,16 +76,6 @@ LABELS = {
 }
 
 
-def clean(line: str) -> str:
-    if "\x1b" in line:
-        line = ANSI.sub("", line)
-    if "pid=" in line:
-        prefix = RAY_PREFIX.match(line)
-        if prefix:
-            line = line[prefix.end():]
-    return line.strip()
-
-
 def leading_number(text: str) -> float | None:
     m = NUMBER.match(text.strip())
     return float(m.group(0)) if m else None
@@ -106,7 +95,7 @@ class Blocks:
     def feed(self, raw: str) -> None:
         if "\r" in raw:  # a progress bar redraws its line; the last state is the line
             raw = raw.rsplit("\r", 1)[-1] or raw.rstrip("\r")
-        line = clean(raw)
+        line = clean(raw).strip()
         if not line:
             return
         if line.startswith("="):
