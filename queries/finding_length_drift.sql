@@ -3,7 +3,8 @@
 -- section: Findings
 -- stored: yes
 -- Mean response length over the last 10% of steps against the first 10% (at least one step
--- each): verl's response_length/mean, or the step's mean response_len from samples. Emitted
+-- each): verl's response_length/mean, or the step's mean response_len from samples (characters
+-- where runs.length_unit says so, and the text says characters). Emitted
 -- at a ratio of 1.5 or more, or 0.67 or less.
 -- @param run_id VARCHAR  Run to examine.
 -- @column kind VARCHAR  length_drift.
@@ -48,11 +49,14 @@ SELECT
     'ratio' AS unit,
     steps,
     NULL::VARCHAR AS stage,
-    printf('Mean response length %s over the run, from %,d tokens (%s) to %,d (%s)%s%s',
+    printf('Mean response length %s over the run, from %,d %s (%s) to %,d (%s)%s%s',
            CASE WHEN ratio >= 1.5 THEN printf('grew %.1f×', ratio)
                 WHEN ratio >= 0.1 THEN printf('fell to %.2f× of its start', ratio)
                 ELSE printf('fell to %.1f%% of its start', 100 * ratio) END,
-           round(first_mean)::BIGINT, CASE WHEN k = 1 THEN 'first step' ELSE printf('first %d steps', k) END,
+           round(first_mean)::BIGINT,
+           CASE WHEN source <> 'verl' AND (SELECT length_unit FROM runs WHERE run_id = $run_id) = 'chars'
+                THEN 'characters' ELSE 'tokens' END,
+           CASE WHEN k = 1 THEN 'first step' ELSE printf('first %d steps', k) END,
            round(last_mean)::BIGINT, CASE WHEN k = 1 THEN 'last step' ELSE printf('last %d steps', k) END,
            CASE WHEN s.first_score IS NOT NULL AND s.last_score IS NOT NULL
                 THEN printf(', while the mean score went from %.2f to %.2f', s.first_score, s.last_score)

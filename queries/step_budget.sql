@@ -35,7 +35,7 @@
 -- @column checkpoint DOUBLE fmt=s  timing_s/save_checkpoint x gpus (GPU-s).
 -- @column validation DOUBLE fmt=s  timing_s/testing x gpus (GPU-s).
 -- @column other DOUBLE fmt=s  gpu_s minus every column above (GPU-s): timing_s/adv, the driver's own work and anything not logged; negative when logged stages overlap.
--- @column caveat VARCHAR  What the chart must say beside its bars: that the GPU count is unknown, so every figure is per GPU; NULL otherwise.
+-- @column caveat VARCHAR  What the chart must say beside its bars: that the GPU count is unknown, so every figure is per GPU; that an async run's pools are split by async_budget, not here; NULL otherwise.
 -- @chart stacked x=step y=gen_busy,gen_long_tail,gen_tail_idle,gen_imbalance_idle,gen_overhead,reward,logprob,update,other,validation,weight_sync,checkpoint shade=gen_long_tail,gen_tail_idle,gen_imbalance_idle xlabel="step" ylabel="GPU time, {gpu_scope}" caveat=caveat title="Where each step's GPU time went"
 WITH metrics AS (
     -- stage keys step_timings and verl_steps do not pivot
@@ -181,10 +181,15 @@ WITH metrics AS (
         (p.step_s - coalesce(p.gen_s, 0) - coalesce(p.reward_s, 0) - coalesce(p.logprob_s, 0)
             - coalesce(p.update_s, 0) - coalesce(p.weight_sync_s, 0) - coalesce(p.checkpoint_s, 0)
             - coalesce(p.validation_s, 0)) * j.gpus AS other,
-        CASE WHEN j.gpus_from LIKE 'unknown%'
-             THEN 'GPU count unknown: every figure is per GPU (give the job''s GPU count at ingest).' END AS caveat
+        NULLIF(concat_ws(' ',
+            CASE WHEN j.gpus_from LIKE 'unknown%'
+                 THEN 'GPU count unknown: every figure is per GPU (give the job''s GPU count at ingest).' END,
+            CASE WHEN a.pools
+                 THEN 'An async run: these bars split the trainer''s step as if every stage held every GPU; async_budget splits each pool.' END),
+            '') AS caveat
     FROM split p
     CROSS JOIN job j
+    CROSS JOIN (SELECT count(*) > 0 AS pools FROM async_pools) AS a
 )
 SELECT * FROM budget
 UNION ALL

@@ -53,6 +53,14 @@ def test_a_synchronous_run_has_no_async_rows_but_its_weight_sync_is_said(con):
     assert finding["value"] == pytest.approx(0.2) and finding["evidence"].startswith("/api/queries/step_budget")
 
 
+def test_the_step_budget_of_an_async_run_points_to_the_pools_and_a_sync_one_does_not(con):
+    """r1 gives its pools' GPUs but not the job's, so its caveat says both."""
+    assert {r["caveat"] for r in rows(con, "step_budget", "r1")} == {
+        "GPU count unknown: every figure is per GPU (give the job's GPU count at ingest). An async run: "
+        "these bars split the trainer's step as if every stage held every GPU; async_budget splits each pool."}
+    assert all("async" not in (r["caveat"] or "") for r in rows(con, "step_budget", "r5"))
+
+
 def test_a_verl_rollout_dump_with_weight_versions_gives_per_sample_staleness(tmp_path):
     """Step 5 (consume version 4): one sample of version 4 (staleness 0), one generated across
     versions 2..3 (staleness 2: in flight 1, in the queue 1), one with no versions (no row)."""
