@@ -78,6 +78,6 @@ def simulate_run(con, run_id: str, **plan) -> whatif.Simulation:
     table and sum the run up again."""
     simulation = whatif.simulation(con, run_id, **plan)
     simulation.stored = whatif.store(con, run_id, simulation.rows, simulation.calibration,
-                                     simulation.forecast)
+                                     simulation.forecast, simulation.overlap)
     refresh(con, [run_id])
     return simulation

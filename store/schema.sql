@@ -246,6 +246,27 @@ CREATE TABLE IF NOT EXISTS gen_forecast (
     model       VARCHAR  -- log:step (per-step model on verl step metrics) or log:engine (per-engine cost model on samples)
 );
 
+-- What if a synchronous run trained asynchronously (workload/overlap.py): each step's time with
+-- generation overlapping training on two GPU pools, from the run's own per-step gen model
+-- (simulate --calibration log --store). One split of the GPUs per mode, the one that minimizes the
+-- run's predicted time. An estimate under linear scaling of each pool's work, never a bound.
+CREATE TABLE IF NOT EXISTS whatif_async (
+    run_id           VARCHAR, -- simulated run (a synchronous one)
+    step             INTEGER, -- training step
+    mode             VARCHAR, -- one-step-off (staleness 1) or fully-async:k (a staleness bound of k versions)
+    staleness        INTEGER, -- the staleness bound the mode allows (policy versions)
+    rollout_share    DOUBLE,  -- share of the job's GPUs in the rollout pool (the trainer has the rest)
+    rollout_gpus     INTEGER, -- rollout_share x gpus; NULL when the job's GPU count is unknown
+    gpus             INTEGER, -- the job's GPUs (runs.n_gpus); NULL when unknown
+    measured_s       DOUBLE,  -- the synchronous step's measured time, timing_s/step (s)
+    gen_s            DOUBLE,  -- the model's prediction of the step's gen stage (s)
+    train_s          DOUBLE,  -- the step's training stages as measured: step - gen - weight sync - checkpoint - validation (s)
+    predicted_sync_s DOUBLE,  -- the model's synchronous step: its gen prediction plus the measured rest (s)
+    predicted_s      DOUBLE,  -- the predicted async step (s)
+    speedup          DOUBLE,  -- predicted_sync_s / predicted_s (> 1: the async step is shorter)
+    limited_by       VARCHAR  -- the term that sets the async step: rollout throughput, training, or slowest sample (the bounding sample must finish within the staleness bound)
+);
+
 -- What a partial-rollout simulation (whatif policy partial-rollout:q) carries from each step to
 -- the next: the samples cut at the step's cap, which finish in a later step, partly generated
 -- by an older policy.

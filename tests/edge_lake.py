@@ -204,6 +204,12 @@ FROM range(5) a(s), (VALUES ('as-recorded'), ('round-robin'), ('predicted-balanc
 INSERT INTO whatif_carry (run_id, step, policy, carried, carried_tokens)
 SELECT 'run.b', s, 'partial-rollout:0.9', CASE WHEN s < 4 THEN 2 ELSE 0 END, CASE WHEN s < 4 THEN 40 ELSE 0 END
 FROM range(5) a(s);
+-- run.b's async what-if: one step off gains at 2 of 8 GPUs, fully async (a share: no count) more
+INSERT INTO whatif_async (run_id, step, mode, staleness, rollout_share, rollout_gpus, gpus, measured_s,
+                          gen_s, train_s, predicted_sync_s, predicted_s, speedup, limited_by)
+SELECT 'run.b', s, m, k, 0.25, CASE WHEN k = 1 THEN 2 END, CASE WHEN k = 1 THEN 8 END, 20.0 + s, 12.0, 8.0,
+       20.0 + s, 16.0 + s / k, (20.0 + s) / (16.0 + s / k), CASE WHEN k = 1 THEN 'slowest sample' ELSE 'training' END
+FROM range(5) a(s), (VALUES ('one-step-off', 1), ('fully-async:2', 2), ('fully-async:4', 4)) b(m, k);
 """
 
 

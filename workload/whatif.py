@@ -13,6 +13,7 @@ import pyarrow as pa
 from polytrace.store.runs import changed
 from polytrace.workload import WorkloadError
 from polytrace.workload.costmodel import H200_REPLAY_GRID, CostModel
+from polytrace.workload.overlap import COLUMNS as OVERLAP_COLUMNS
 
 DEFAULT_POLICIES = ("as-recorded", "round-robin", "length-balanced", "predicted-balanced",
                     "partial-rollout:0.9")
@@ -24,13 +25,15 @@ FORECAST_COLUMNS = ("step", "stage", "measured_s", "predicted_s", "fit_steps", "
 CARRY_COLUMNS = ("step", "policy", "carried", "carried_tokens")
 
 
-def store(con, run_id: str, rows: list[dict], calibration: str, forecast: list[dict] | None = None) -> int:
+def store(con, run_id: str, rows: list[dict], calibration: str, forecast: list[dict] | None = None,
+          overlap: list[dict] | None = None) -> int:
     """Replace the run's stored results for the simulated policies, in one transaction.
 
     Rows of another calibration go too: every policy's speedup is against the as-recorded
     rows, so one run's table holds one calibration. The engines:xK what-if is not stored:
     the whatif queries count GPU-hours at the job's GPU count, which more engines change.
-    A forecast (genfit's forward validation) replaces the run's gen_forecast rows.
+    A forecast (genfit's forward validation) replaces the run's gen_forecast rows, and the async
+    what-if of a log fit (workload/overlap.py) its whatif_async rows.
     """
     rows = [r for r in rows if not r["policy"].startswith("engines:")]
     policies = sorted({r["policy"] for r in rows})
@@ -39,6 +42,8 @@ def store(con, run_id: str, rows: list[dict], calibration: str, forecast: list[d
               "_carry": pa.table({c: [r.get(c) for r in carry] for c in CARRY_COLUMNS})}
     if forecast is not None:
         tables["_forecast"] = pa.table({c: [r.get(c) for r in forecast] for c in FORECAST_COLUMNS})
+    if overlap is not None:
+        tables["_overlap"] = pa.table({c: [r.get(c) for r in overlap] for c in OVERLAP_COLUMNS})
     con.execute("BEGIN TRANSACTION")
     try:
         changed(con, run_id)
@@ -53,6 +58,9 @@ def store(con, run_id: str, rows: list[dict], calibration: str, forecast: list[d
         if forecast is not None:
             con.execute("DELETE FROM gen_forecast WHERE run_id = ?", [run_id])
             con.execute("INSERT INTO gen_forecast BY NAME SELECT ? AS run_id, * FROM _forecast", [run_id])
+        if overlap is not None:
+            con.execute("DELETE FROM whatif_async WHERE run_id = ?", [run_id])
+            con.execute("INSERT INTO whatif_async BY NAME SELECT ? AS run_id, * FROM _overlap", [run_id])
         for name in tables:
             con.unregister(name)
         con.execute("COMMIT")
@@ -93,7 +101,8 @@ Engines = tuple[str, float]  # ("=", count) or ("x", multiple of the recorded en
 @dataclass
 class Simulation:
     """A run simulated: the whatif rows, the policies asked, the calibration they are stored under,
-    the forward validation of a log fit, the cost model (per-sample runs) and the log fit itself."""
+    the forward validation of a log fit, the cost model (per-sample runs), the log fit itself and
+    the async what-if of a per-step log fit (workload/overlap.py; None when not simulated)."""
 
     rows: list[dict]
     policies: list[str]
@@ -102,6 +111,7 @@ class Simulation:
     model: CostModel | None = None
     log_fit: Any = None  # genfit.LogCalibration with --calibration log or auto
     stored: int | None = None  # whatif rows stored (service.simulate_run)
+    overlap: list[dict] | None = None
 
 
 def simulation(con, run_id: str, calibration: str = "auto", policies: list[str] | None = None,
@@ -151,7 +161,7 @@ def _from_log(con, run_id: str, policies: list[str] | None, engines: Engines | N
         policies = policies or step_policies(cal)
         caps = step_caps(policies)
         rows = step_rows(cal, caps, [_multiple(_per_step_engines(engines))])
-    return Simulation(rows, policies, "log", cal.forecast, cal.cost_model, cal)
+    return Simulation(rows, policies, "log", cal.forecast, cal.cost_model, cal, overlap=_overlap(con, run_id, cal))
 
 
 def _auto(con, run_id: str) -> Simulation:
@@ -166,11 +176,19 @@ def _auto(con, run_id: str) -> Simulation:
                             "per-rank response lengths")
     if cal is not None and cal.kind == "step":
         policies = step_policies(cal)
-        return Simulation(step_rows(cal, step_caps(policies), []), policies, "log", cal.forecast, log_fit=cal)
+        return Simulation(step_rows(cal, step_caps(policies), []), policies, "log", cal.forecast, log_fit=cal,
+                          overlap=_overlap(con, run_id, cal))
     if cal is None:
         return _on_grid(con, run_id, None)
     rows = simulate.simulate(simulate.load_steps(con, run_id), cal.cost_model, list(DEFAULT_POLICIES))
     return Simulation(rows, list(DEFAULT_POLICIES), "log", cal.forecast, cal.cost_model, cal)
+
+
+def _overlap(con, run_id: str, cal) -> list[dict] | None:
+    """The async what-if of a per-step log fit; None (nothing simulated) for any other fit."""
+    from polytrace.workload import overlap
+
+    return overlap.whatif(con, run_id, cal) if cal.kind == "step" else None
 
 
 def step_policies(cal) -> list[str]:

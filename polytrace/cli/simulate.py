@@ -77,6 +77,7 @@ def run(args) -> int:
         _print_simulation(done.rows, args.output)
         return 0
     _report_log_fit(done.log_fit)
+    _report_overlap(done.overlap)
     if args.validate:
         print_result(FORECAST_COLUMNS, [tuple(r[c] for c in FORECAST_COLUMNS) for r in done.log_fit.forecast],
                      args.output)
@@ -108,6 +109,20 @@ def _report_log_fit(cal) -> None:
     print(f"forward validation: MAPE {cal.forward_mape:.1f}% over {len(cal.forecast)} step(s), each "
           f"predicted from the steps before it; naive baseline (a line of gen on the longest response, "
           f"fitted on the first half): {cal.baseline_mape:.1f}%", file=sys.stderr)
+
+
+def _report_overlap(rows: list[dict] | None) -> None:
+    """The async what-if (workload/overlap.py) in a line per mode, on stderr: an estimate."""
+    from polytrace.workload import overlap
+
+    for mode, _ in overlap.MODES if rows else ():
+        mine = [r for r in rows if r["mode"] == mode]
+        split = (f"{mine[0]['rollout_gpus']} of {mine[0]['gpus']} GPUs" if mine[0]["gpus"]
+                 else f"{100 * mine[0]['rollout_share']:.0f}% of the GPUs")
+        change = 1 - sum(r["predicted_s"] for r in mine) / sum(r["predicted_sync_s"] for r in mine)
+        print(f"async what-if (an estimate), {mode} with {split} generating: "
+              f"{100 * abs(change):.1f}% {'less' if change >= 0 else 'more'} step time than the model's "
+              f"synchronous steps", file=sys.stderr)
 
 
 def _print_comparison(rows: list[dict], model, args) -> int:
