@@ -104,3 +104,35 @@ def test_areal_session_trace_gives_each_session_its_outcome_and_times(tmp_path):
                        ("failed", "workflow_exception"): (1, None, None)}
     finally:
         con.close()
+
+
+def test_a_file_written_by_verls_own_file_logger_reads_as_the_hand_typed_twin(con, tmp_path):
+    """verl's FileLogger (verl 0.9.1 verl/utils/tracking.py, run by
+    tests/fixtures/frameworks/real/make_real.py) wrote golden r2's metrics as numpy scalars: read
+    back, every async answer equals r2's from the hand-typed tables, and the queue and drop totals
+    it adds come out per step."""
+    from pathlib import Path
+
+    from polytrace import store
+    from polytrace.ingest.load import ingest_paths
+
+    real = Path(__file__).parent / "fixtures" / "frameworks" / "real" / "verl" / "fully_async.jsonl"
+    db = store.open(tmp_path / "real.duckdb", "w")
+    try:
+        run = ingest_paths(db, [real], run_overrides={"framework": "verl", "max_staleness": 2}).run_id
+        assert db.execute("SELECT format FROM runs WHERE run_id = ?", [run]).fetchall() == [("verl-jsonl",)]
+        same = [n for n in ("async_staleness", "async_idle", "async_budget", *ASYNC_FINDINGS,
+                            "finding_async_on_policy") if n != "finding_stale_waste"]
+        for name in same:
+            mine = [{k: v.replace(run, "r2") if isinstance(v, str) else v for k, v in r.items()}
+                    for r in rows(db, name, run)]  # the evidence URLs name the run
+            assert mine == rows(con, name, "r2"), name
+        queue = rows(db, "async_queue", run)
+        drops = rows(db, "async_drops", run)
+        (waste,) = rows(db, "finding_stale_waste", run)
+    finally:
+        db.close()
+    assert [(r["step"], r["queue_depth"]) for r in queue] == [(2, 3), (3, 5)]
+    assert [(r["step"], r["dropped_stale"], r["generated"]) for r in drops] == [(2, 1, 4), (3, 0, 2)]
+    # 1 + 0 dropped of 4 + (6 - 4) generated: the drops the hand-typed twin does not carry
+    assert waste["value"] == pytest.approx(1 / 6)
