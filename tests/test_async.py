@@ -136,3 +136,37 @@ def test_a_file_written_by_verls_own_file_logger_reads_as_the_hand_typed_twin(co
     assert [(r["step"], r["dropped_stale"], r["generated"]) for r in drops] == [(2, 1, 4), (3, 0, 2)]
     # 1 + 0 dropped of 4 + (6 - 4) generated: the drops the hand-typed twin does not carry
     assert waste["value"] == pytest.approx(1 / 6)
+
+
+def test_a_followed_async_run_gains_its_staleness_and_idle_step_by_step(tmp_path, capsys):
+    """`polytrace watch --once` after each line verl's FileLogger wrote: the live append path
+    (append_chunk) gives the async answers of the steps landed so far, and the findings follow."""
+    from pathlib import Path
+
+    from polytrace import store
+    from polytrace.cli import main
+    from polytrace.ingest.live import live_run_id
+    from polytrace.queries import findings
+
+    lines = (Path(__file__).parent / "fixtures" / "frameworks" / "real" / "verl" / "fully_async.jsonl"
+             ).read_text().splitlines(keepends=True)
+    folder, db = tmp_path / "run", tmp_path / "live.duckdb"
+    folder.mkdir()
+    run = live_run_id(folder)
+    seen = []
+    for line in lines:
+        with (folder / "metrics.jsonl").open("a") as f:
+            f.write(line)
+        assert main(["watch", str(folder), "--db", str(db), "--once"]) == 0
+        c = store.open(db, "r")
+        try:
+            seen.append(([(r["step"], r["staleness_max"]) for r in rows(c, "async_staleness", run)],
+                         [(r["step"], r["trainer_wait_s"]) for r in rows(c, "async_idle", run)],
+                         sorted(f["kind"] for f in findings.findings(c, run))))
+        finally:
+            c.close()
+    capsys.readouterr()
+    assert seen[0][:2] == ([(2, 1.0)], [(2, 2.0)])
+    assert seen[1][:2] == ([(2, 1.0), (3, 2.0)], [(2, 2.0), (3, 1.0)])
+    # over both steps the trainer waited 3 of 20 s (15%) and the engines 5 of 20 s (25%)
+    assert {"trainer_starved", "rollouter_idle"} <= set(seen[1][2])
