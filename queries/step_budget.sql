@@ -42,13 +42,10 @@ WITH metrics AS (
     SELECT
         step,
         max(value) FILTER (WHERE key = 'timing_s/update_weights') AS update_weights_s,
-        max(value) FILTER (WHERE key = 'timing_s/sync_rollout_weights') AS sync_weights_s,
-        max(value) FILTER (WHERE key = 'timing_s/agent_loop/slowest/tool_calls') AS slowest_tool_s,
-        max(value) FILTER (WHERE key = 'timing_s/agent_loop/tool_calls/mean') AS mean_tool_s
+        max(value) FILTER (WHERE key = 'timing_s/sync_rollout_weights') AS sync_weights_s
     FROM canonical_metrics
     WHERE run_id = $run_id
-      AND key IN ('timing_s/update_weights', 'timing_s/sync_rollout_weights',
-                  'timing_s/agent_loop/slowest/tool_calls', 'timing_s/agent_loop/tool_calls/mean')
+      AND key IN ('timing_s/update_weights', 'timing_s/sync_rollout_weights')
     GROUP BY step
 ), engines AS (
     SELECT
@@ -84,12 +81,8 @@ WITH metrics AS (
         CASE WHEN t.gen_s IS NOT NULL THEN 'timing_s/gen'
              WHEN e.basis = 'engine seconds' THEN 'rank_stage gen'
              WHEN w.predicted_s IS NOT NULL THEN 'simulated: ' || w.calibration END AS gen_from,
-        CASE WHEN e.basis = 'engine seconds' THEN e.slowest
-             ELSE v.slowest_generate_s + coalesce(m.slowest_tool_s, 0) END AS measured_window_s,
-        v.slowest_generate_s + coalesce(m.slowest_tool_s, 0) AS slowest_sample_s,
-        v.mean_generate_s + coalesce(m.mean_tool_s, 0) AS mean_sample_s,
-        v.response_mean,
-        v.response_max,
+        CASE WHEN e.basis = 'engine seconds' THEN e.slowest ELSE v.slowest_sample_s END AS measured_window_s,
+        v.long_tail_share,
         coalesce(t.reward_s, r.max_s) AS reward_s,
         CASE WHEN coalesce(t.old_log_prob_s, t.ref_s, t.values_s) IS NOT NULL
              THEN coalesce(t.old_log_prob_s, 0) + coalesce(t.ref_s, 0) + coalesce(t.values_s, 0) END AS logprob_s,
@@ -103,7 +96,7 @@ WITH metrics AS (
     FROM steps s
     LEFT JOIN step_timings t ON t.run_id = $run_id AND t.step = s.step
     LEFT JOIN engines e ON e.step = s.step
-    LEFT JOIN verl_steps v ON v.step = s.step
+    LEFT JOIN sample_times v ON v.step = s.step
     LEFT JOIN metrics m ON m.step = s.step
     LEFT JOIN reward_steps r ON r.step = s.step
     LEFT JOIN simulated w ON w.step = s.step
@@ -120,9 +113,7 @@ WITH metrics AS (
         END AS staged_s,
         busy_sum / NULLIF(engines * slowest, 0) AS busy_share,
         (slowest - greatest(busy_sum / NULLIF(engines, 0), longest_busy)) / NULLIF(slowest, 0)
-            AS imbalance_share,
-        coalesce((slowest_sample_s - mean_sample_s) / NULLIF(slowest_sample_s, 0),
-                 1 - response_mean / NULLIF(response_max, 0)) AS long_tail_share
+            AS imbalance_share
     FROM stages
 ), split AS (
     SELECT

@@ -147,7 +147,8 @@ def test_the_cli_says_when_there_is_nothing(case_db, capsys):
 REAL = {
     "collapsing verl log": ("verl-logs/qwen3-4b-agent-run-i80f2v90.output.log", {},
                             [("critical", "collapse"), ("warn", "length_drift")]),
-    "healthy verl log": ("verl-logs/qwen3-4b-agent-run-ry3hgbx5.output.log", {}, []),
+    "verl log with a long tail": ("verl-logs/qwen3-4b-agent-run-ry3hgbx5.output.log", {},
+                                  [("warn", "gen_long_tail")]),
     "DAPO": ("polytrace/verl/profile/packed_length_log/20260614_023133", {},
              [("warn", "filter_waste"), ("warn", "rollout_tail")]),
     "rLLM with its cap": ("polytrace/rllm/profile/packed_length_log/20260616_024512",

@@ -145,6 +145,10 @@ def test_real_verl_logs_add_up_and_split_gen_from_the_log(real, key):
         assert close(r["logprob"], stage["old_log_prob_s"] + stage["ref_s"]), r
         assert r["gen_overhead"] >= 0 and r["gen_long_tail"] >= 0
     assert whole["weight_sync"] is None  # no weight-sync timer in these logs
+    # finding_gen_long_tail says the budget's own long-tail share, over the steps it splits so
+    tail = rows(con, "finding_gen_long_tail", ids[key])
+    share = whole["gen_long_tail"] / sum(r["gpu_s"] for r in steps if r["gen_long_tail"] is not None)
+    assert [r["value"] for r in tail] == ([pytest.approx(share)] if share >= 0.1 else [])
 
 
 def test_real_packed_runs_need_a_time_and_take_the_simulated_one(real):
