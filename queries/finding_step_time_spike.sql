@@ -3,16 +3,19 @@
 -- section: Findings
 -- stored: yes
 -- Steps whose timing_s/step exceeds twice the median of the up to 20 steps before them (at
--- least 5 before): how many, which, the stage whose time grew most against its own median on
--- those steps, the interval when they recur evenly, and the run time they cost (each spike's
--- step time minus its median).
+-- least 5 before): how many, which, how many times a normal step they took (mean of step time
+-- over that median), every stage whose time grew against its own median on those steps by 10%
+-- or more of their extra time (at most three, in seconds a spike), the interval when they
+-- recur (from three spikes, the gap between spikes that 80% or more of the gaps share, with the
+-- spikes off it named as exceptions), and the run time they cost (each spike's step time minus
+-- its median).
 -- @param run_id VARCHAR  Run to examine.
 -- @column kind VARCHAR  step_time_spike.
 -- @column severity VARCHAR  warn; info when they cost under 1% of the run's step time.
 -- @column value DOUBLE fmt=count  Spiking steps.
 -- @column unit VARCHAR  steps.
 -- @column steps INTEGER[]  The spiking steps.
--- @column stage VARCHAR  The stage whose time grew most on those steps (e.g. save_checkpoint).
+-- @column stage VARCHAR  The stage whose time grew most on those steps (e.g. save_checkpoint); the text names every stage that grew.
 -- @column text VARCHAR  The finding in one sentence.
 -- @column evidence VARCHAR  The catalog URL of the per-step stage times.
 -- @chart table
@@ -27,7 +30,9 @@ judged AS (
         count(*) OVER (ORDER BY step ROWS BETWEEN 20 PRECEDING AND 1 PRECEDING) AS before
     FROM timed),
 spikes AS (
-    SELECT step, step_s, usual_s, lag(step) OVER (ORDER BY step) AS previous
+    SELECT step, step_s, usual_s,
+           step - lag(step) OVER (ORDER BY step) AS gap_before,
+           lead(step) OVER (ORDER BY step) - step AS gap_after
     FROM judged WHERE before >= 5 AND step_s > 2 * usual_s),
 stages AS (
     -- every stage on every timed step, 0 where the step did not log it (a checkpoint stage
@@ -39,49 +44,78 @@ stages AS (
                   AND key NOT LIKE 'timing_s/agent_loop/%') k
     LEFT JOIN canonical_metrics m ON m.run_id = $run_id AND m.step = t.step AND m.key = k.key),
 stage_growth AS (
-    SELECT key, sum(seconds - usual)::DOUBLE AS grew_s
+    SELECT replace(key, 'timing_s/', '') AS stage, sum(seconds - usual)::DOUBLE AS grew_s
     FROM (SELECT step, key, seconds,
                  median(seconds) OVER (PARTITION BY key ORDER BY step
                                        ROWS BETWEEN 20 PRECEDING AND 1 PRECEDING) AS usual
           FROM stages)
     WHERE step IN (SELECT step FROM spikes)
     GROUP BY key),
+common_gap AS (
+    SELECT gap_before AS gap, count(*) AS k
+    FROM spikes WHERE gap_before IS NOT NULL
+    GROUP BY gap_before ORDER BY k DESC, gap_before LIMIT 1),
 summary AS (
     SELECT
         count(*) AS n,
         list(step ORDER BY step) AS steps,
         sum(step_s - usual_s)::DOUBLE AS cost_s,
-        CASE WHEN count(*) >= 3 AND min(step - previous) = max(step - previous)
-             THEN min(step - previous) END AS period,
+        avg(step_s / NULLIF(usual_s, 0)) AS ratio,
         (SELECT sum(step_s)::DOUBLE FROM timed) AS run_s
     FROM spikes),
-top_stage AS (
-    SELECT replace(key, 'timing_s/', '') AS stage, grew_s
-    FROM stage_growth ORDER BY grew_s DESC, key LIMIT 1)
+period AS (
+    SELECT
+        g.gap AS period,
+        list(p.step ORDER BY p.step) FILTER (WHERE p.gap_before IS DISTINCT FROM g.gap
+                                             AND p.gap_after IS DISTINCT FROM g.gap) AS off
+    FROM common_gap g
+    CROSS JOIN spikes p
+    CROSS JOIN summary s
+    WHERE s.n >= 3 AND g.k >= 0.8 * (s.n - 1)
+    GROUP BY g.gap),
+grown AS (
+    -- the stages that carry 10% or more of the spikes' extra time, largest first
+    SELECT
+        first(g.stage ORDER BY g.grew_s DESC, g.stage) AS top,
+        array_to_string(list(printf('%s (+%.1f s a spike)', g.stage, g.grew_s / NULLIF(s.n, 0))
+                             ORDER BY g.grew_s DESC, g.stage)[1:3], ' and ') AS said,
+        bool_or(g.stage = 'save_checkpoint') AS checkpoint,
+        bool_or(g.stage = 'testing') AS validation
+    FROM stage_growth g
+    CROSS JOIN summary s
+    WHERE g.grew_s > 0 AND g.grew_s >= 0.1 * s.cost_s)
 SELECT
     'step_time_spike' AS kind,
     CASE WHEN s.cost_s < 0.01 * s.run_s THEN 'info' ELSE 'warn' END AS severity,
     s.n::DOUBLE AS value,
     'steps' AS unit,
     s.steps,
-    t.stage,
-    printf('%d step%s took over twice the median of the steps before %s (%s%s), costing %s of run '
-           'time (%.1f%%)%s.',
+    g.top AS stage,
+    printf('%d step%s took over twice the median of the steps before %s (%s%s), %.1f× a normal step%s, '
+           'costing %s of run time (%.1f%%)%s.',
            s.n, CASE WHEN s.n = 1 THEN '' ELSE 's' END, CASE WHEN s.n = 1 THEN 'it' ELSE 'them' END,
            CASE WHEN s.n <= 6 THEN 'step' || CASE WHEN s.n = 1 THEN ' ' ELSE 's ' END
                                    || array_to_string(s.steps, ', ')
                 ELSE printf('steps %d, %d, ... %d', s.steps[1], s.steps[2], s.steps[s.n]) END,
-           CASE WHEN s.period IS NOT NULL THEN printf(', every %d steps', s.period) ELSE '' END,
+           CASE WHEN p.period IS NULL THEN ''
+                WHEN len(p.off) = 0 THEN printf(': every %d steps', p.period)
+                ELSE printf(': every %d steps, plus step%s %s', p.period,
+                            CASE WHEN len(p.off) = 1 THEN '' ELSE 's' END, array_to_string(p.off[1:3], ', '))
+                END,
+           s.ratio, CASE WHEN s.n = 1 THEN '' ELSE ' on average' END,
            CASE WHEN s.cost_s >= 3600 THEN printf('%.1f h', s.cost_s / 3600)
                 WHEN s.cost_s >= 60 THEN printf('%.1f min', s.cost_s / 60)
                 ELSE printf('%.0f s', s.cost_s) END,
            100 * s.cost_s / NULLIF(s.run_s, 0),
-           CASE WHEN t.grew_s > 0 THEN printf('; most of the extra time was in %s (+%.0f s in all)%s',
-                                              t.stage, t.grew_s,
-                                              CASE t.stage WHEN 'save_checkpoint' THEN ': save checkpoints less often or asynchronously'
-                                                           WHEN 'testing' THEN ': validate less often'
-                                                           ELSE '' END)
-                ELSE '' END) AS text,
+           CASE WHEN g.said IS NULL OR g.said = '' THEN ''
+                ELSE printf('; the extra time was in %s%s', g.said,
+                            CASE WHEN g.checkpoint AND g.validation
+                                 THEN ': save checkpoints less often or asynchronously, and validate less often'
+                                 WHEN g.checkpoint THEN ': save checkpoints less often or asynchronously'
+                                 WHEN g.validation THEN ': validate less often'
+                                 ELSE '' END) END) AS text,
     '/api/queries/stage_breakdown?run_id=' || $run_id AS evidence
-FROM summary s LEFT JOIN top_stage t ON true
+FROM summary s
+LEFT JOIN period p ON true
+LEFT JOIN grown g ON true
 WHERE s.n > 0
