@@ -23,7 +23,7 @@ lengths AS (
         l.step, l.n, l.capped, l.cap_known, l.response_max, l.at_max,
         max(l.response_max) OVER () AS run_max
     FROM step_lengths l
-    WHERE l.run_id = $run_id),
+    WHERE l.run_id = $run_id AND l.step NOT IN (SELECT step FROM partial_steps)),
 inferred AS (
     -- a cap shows as many responses of exactly the longest length
     SELECT

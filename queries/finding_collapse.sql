@@ -21,7 +21,7 @@ WITH marked AS (
         mean_len <= 2 AS collapsed,
         max(mean_len) OVER (ORDER BY step ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS best_before,
         row_number() OVER (ORDER BY step) AS i
-    FROM (SELECT step, response_mean AS mean_len, source FROM length_steps)),
+    FROM (SELECT step, response_mean AS mean_len, source FROM length_steps WHERE NOT partial)),
 stretches AS (
     -- consecutive collapsed steps share i - (their rank among collapsed steps)
     SELECT *, i - row_number() OVER (ORDER BY step) AS stretch

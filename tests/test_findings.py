@@ -255,3 +255,18 @@ def test_a_run_whose_refresh_is_long_is_refreshed_less_often_during_a_burst(monk
     waited = lines_taking(0.1, wait=3.0)  # a quick refresh behind a long write: every 2 s still
     assert append_and_flush(waited, 100.0) == ["r1"]
     assert append_and_flush(waited, 102.0) == ["r1"]
+
+
+@pytest.mark.parametrize("run, kinds", [("r1", ["length_tail"]), ("r2", []), ("r3", ["length_drift"]),
+                                        ("r4", ["length_drift"])])
+def test_length_cases_raise_only_their_finding(run, kinds):
+    """tests/fixtures/golden/lengths (derived in its README): a partial last step raises nothing,
+    a tail is not drift, and no other finding speaks on these runs."""
+    from polytrace.queries.findings import compute
+    from tests.goldens import load_case
+
+    con = load_case("lengths")
+    try:
+        assert [f["kind"] for f in compute(con, run)] == kinds
+    finally:
+        con.close()

@@ -193,14 +193,15 @@ def test_cli_tokenizer_gives_lengths_in_tokens(tmp_path):
 
 def test_a_drift_of_lengths_in_characters_is_said_in_characters(con, tmp_path):
     """A rollout dump read without a tokenizer counts characters; its length_drift says so."""
-    for step, output in ((1, "x" * 40), (2, "x" * 10)):
+    # five steps, a drift needs them; one response each, so the median is that response
+    for step, output in enumerate(("x" * 40, "x" * 30, "x" * 30, "x" * 30, "x" * 10), start=1):
         (tmp_path / f"{step}.jsonl").write_text(json.dumps(
             {"input": "q", "output": output, "score": 1.0, "step": step}) + "\n")
-    run_id = ingest_paths(con, [tmp_path / "1.jsonl", tmp_path / "2.jsonl"]).run_id
+    run_id = ingest_paths(con, sorted(tmp_path.glob("*.jsonl"))).run_id
     q = load_catalog()["finding_length_drift"]
     answer = run_bound(con, q, bind(q, {"run_id": run_id}))
     (text,) = [dict(zip(answer.columns, r))["text"] for r in answer.rows]
-    assert text.startswith("Mean response length fell to 0.25× of its start over the run, from 40 characters "
+    assert text.startswith("Median response length fell to 0.25× of its start over the run, from 40 characters "
                            "(first step) to 10 (last step)")
 
 
