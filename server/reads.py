@@ -75,6 +75,9 @@ def _display(params: dict[str, str]) -> dict[str, int | None]:
         if value is not None and ((lo is not None and value < lo) or (hi is not None and value > hi)):
             raise ApiError(422, f"parameter {name!r} must be between {lo} and {hi}, got {value}")
         shown[name] = value
+    if shown["_x_from"] is not None and shown["_x_to"] is not None and shown["_x_from"] > shown["_x_to"]:
+        raise ApiError(422, f"the step window is reversed: _x_from {shown['_x_from']} is after "
+                            f"_x_to {shown['_x_to']}")
     return shown
 
 

@@ -36,3 +36,23 @@ def test_a_file_that_is_no_database_is_kept(tmp_path):
     with pytest.raises(DemoDbError, match="is not a database the demo may replace"):
         fresh_db_path(str(db))
     assert db.exists()
+
+
+def test_a_port_in_use_is_said_before_anything_is_synthesized(tmp_path, capsys):
+    """The demo binds its port first: taken, it exits with one line and writes no database."""
+    import socket
+
+    from polytrace.cli import main
+
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen()
+    try:
+        port = taken.getsockname()[1]
+        db = tmp_path / "demo.duckdb"
+        assert main(["demo", "--port", str(port), "--db", str(db)]) == 2
+    finally:
+        taken.close()
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: cannot listen on 127.0.0.1:{port}") and err.count("\n") == 1
+    assert not db.exists() and "synthesizing" not in err

@@ -147,6 +147,10 @@ def test_page_routes(tmp_path, make_server):
     bad = httpx.get(f"{srv.url}/api/queries/length_stats", params={"run_id": run_id, "_points": "x"})
     assert bad.status_code == 422 and bad.json() == {
         "ok": False, "error": "parameter '_points' must be an integer, got 'x'", "status": 422}
+    reversed_window = httpx.get(f"{srv.url}/api/queries/length_stats",
+                                params={"run_id": run_id, "_x_from": 5, "_x_to": 1})
+    assert reversed_window.status_code == 422 and reversed_window.json()["error"] == (
+        "the step window is reversed: _x_from 5 is after _x_to 1")
     assert httpx.get(f"{srv.url}/ui/chart/length_stats").status_code == 404  # one data route
     # The catalog page groups queries under the catalog's sections, in its order.
     shown = re.findall(r'<section class="section" data-section="([^"]+)"', httpx.get(f"{srv.url}/queries").text)

@@ -31,17 +31,19 @@ def run(args) -> int:
         print(f"polytrace ingest {folders['math']} --max-response-len {facts['max_response_len']} "
               f"--gpus {facts['n_gpus']}\npolytrace ingest {folders['agent']}")
         return 0
+    host = args.host or "127.0.0.1"
+    port = args.port or 8000
+    listening = serve.listen(host, port)  # a port in use is said before anything is synthesized or written
     try:
         db = fresh_db_path(args.db)
     except DemoDbError as e:
+        listening.close()
         raise CliError(str(e)) from None
     print(f"synthesizing demo runs (seed {args.seed}) into {db}", file=sys.stderr)
     run_ids = build(db, seed=args.seed)
-    host = args.host or "127.0.0.1"
-    port = args.port or 8000
     print(f"PolyTrace demo at http://{host}:{port}/ with its database at {db}: uploads there land in it")
     for run_id in run_ids:
         print(f"  http://{host}:{port}/runs/{run_id}")
     sys.stdout.flush()
-    return serve.run(argparse.Namespace(db=str(db), host=host, port=port, watch=None))
+    return serve.run(argparse.Namespace(db=str(db), host=host, port=port, watch=None), listening)
 

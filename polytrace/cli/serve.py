@@ -17,7 +17,9 @@ def register(sub, db_option) -> None:
     p.set_defaults(func=run)
 
 
-def run(args) -> int:
+def run(args, listening=None) -> int:
+    """Serve; `listening`, a socket the caller bound already (the demo binds before it
+    synthesizes), else one bound here before anything is said or opened."""
     import uvicorn
 
     from polytrace import settings as polytrace_settings
@@ -28,7 +30,7 @@ def run(args) -> int:
     directories = watched(args.watch or [])
     if directories and settings.lake:
         raise CliError("--watch appends to a database: drop --lake")
-    listening = _listen(settings.host, settings.port)
+    listening = listening or listen(settings.host, settings.port)
     app = create_app(settings)
     warning = settings.exposure_warning()
     if warning:
@@ -52,7 +54,7 @@ def run(args) -> int:
     return 0
 
 
-def _listen(host: str, port: int):
+def listen(host: str, port: int):
     """The server's socket, bound before anything is said or opened: a port in use is one line
     (it was uvicorn's error after "PolyTrace serving ... at" had been printed)."""
     import socket
