@@ -20,7 +20,7 @@ import pyarrow.parquet as pq
 import pytest
 from starlette.testclient import TestClient
 
-from polytrace import store
+from polytrace import service, store
 from polytrace.cli import main as cli_main
 from polytrace.ingest import registry
 from polytrace.ingest.load import ingest_paths
@@ -56,7 +56,8 @@ ASYNC_LOGGED_EXTRA = {2: {"fully_async/monitor/queue/mq_queue_size": 3.0, "fully
 # Values for required parameters that are not run ids.
 EXAMPLE_PARAMS = {"key": "timing_s/gen"}
 QUERIES = sorted(load_catalog())
-# Queries over tables that only `polytrace simulate --store` fills, never an ingest.
+# Queries over tables that only `polytrace simulate --store` fills, never an ingest; the setup
+# simulates the verl log (a per-step fit) so that whatif_async has rows, and these may have none.
 NO_ROWS_FROM_INGEST = {"whatif", "whatif_savings", "finding_whatif"}
 
 
@@ -80,6 +81,8 @@ def _ingest_all(db) -> dict[str, str]:
                 (folder / name).write_bytes(data)
             result = ingest_paths(con, [folder / a for a in sample.args], force=True)
             runs[f"sample:{fmt.name}"] = result.run_id
+        # the async what-if is stored only by a simulation: one of the shared verl log, fitted to it
+        service.simulate_run(con, runs["verl_log"], calibration="log")
         overview.refresh(con, overview.stale(con))  # as every writer does (the server at start)
     finally:
         con.close()
