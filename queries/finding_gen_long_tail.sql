@@ -7,10 +7,10 @@
 -- rollout's window (its slowest sample, at most timing_s/gen) times sample_times.long_tail_share,
 -- summed, over the same steps' timing_s/step; beside the window's busy rest, and the worst step.
 -- In a colocated synchronous run every GPU waits through the tail. Emitted at 10% or more; warn
--- at 20%. Not for an async run (its pools are split by async_budget).
+-- at 20% on sample times. Not for an async run (its pools are split by async_budget).
 -- @param run_id VARCHAR  Run to examine.
 -- @column kind VARCHAR  gen_long_tail.
--- @column severity VARCHAR  warn at 20% or more, else info.
+-- @column severity VARCHAR  warn at 20% or more when every step's share comes from sample times, else info (response lengths only bound it).
 -- @column value DOUBLE fmt=pct  The long tail's share of the steps' time.
 -- @column unit VARCHAR  share.
 -- @column steps INTEGER[]  The worst step.
@@ -41,7 +41,7 @@ summary AS (
     FROM steps)
 SELECT
     'gen_long_tail' AS kind,
-    CASE WHEN share >= 0.2 THEN 'warn' ELSE 'info' END AS severity,
+    CASE WHEN share >= 0.2 AND timed = n THEN 'warn' ELSE 'info' END AS severity,
     share AS value,
     'share' AS unit,
     [worst] AS steps,

@@ -15,7 +15,7 @@
 -- @column worst_idle_step INTEGER fmt=count  The step with the most rollout idle; the largest rollout_idle_frac, earliest on a tie.
 -- @column tail_ratio_worst DOUBLE fmt=x  Largest length_stats tail_ratio (max / median response length) of any step. Sentence: The longest response was {tail_ratio_worst} the median one in step {worst_tail_step}.
 -- @column worst_tail_step INTEGER fmt=count  The step with the longest tail; the largest tail_ratio, earliest on a tie.
--- @column cap_ratio DOUBLE fmt=pct  Share of all responses truncated or at the response cap; without samples, the mean of verl's response_length/clip_ratio over steps. Sentence: {cap_ratio} of responses hit the length cap ({max_response_len} tokens) and were cut short.
+-- @column cap_ratio DOUBLE fmt=pct  Share of all responses truncated or at the response cap; without samples, the mean of verl's response_length/clip_ratio over steps. Sentence: {cap_ratio} of responses over the whole run hit the length cap ({max_response_len} tokens) and were cut short.
 -- @column max_response_len INTEGER fmt=tokens  The run's response-length cap (tokens), when known.
 -- @column gpus BIGINT fmt=count  GPUs in the job; the run's n_gpus, else the count its logged ranks imply (whatif_job).
 -- @column dp_imbalance_mean DOUBLE fmt=x  The busiest DP rank's tokens against the mean rank's, on average over steps; dp_imbalance's imbalance (max / mean tokens per DP rank).
