@@ -37,6 +37,7 @@
 -- @column whatif_best_saved_frac DOUBLE fmt=pct  Share of the as-recorded rollout time it saves.
 -- @column whatif_gpus INTEGER fmt=count  GPUs the savings count (as in whatif).
 -- @column whatif_oracle_gpu_hours DOUBLE fmt=gpu_h  GPU-hours length-balanced dispatch saves over the run; it knows every length in advance.
+-- @column partial_steps BIGINT fmt=count  Steps holding under half the responses of the run's median step (partial_steps: cut short); NULL when none. Sentence: {partial_steps} steps were cut short (under half a typical step's responses) and left out of the length findings.
 -- @chart table title="Headline findings"
 WITH steps AS (
     SELECT step FROM step_lengths WHERE run_id = $run_id
@@ -136,6 +137,7 @@ SELECT
     (SELECT best_gpu_hours FROM whatif_summary) AS whatif_best_gpu_hours,
     (SELECT best_saved_frac FROM whatif_summary) AS whatif_best_saved_frac,
     (SELECT gpus FROM whatif_summary) AS whatif_gpus,
-    (SELECT oracle_gpu_hours FROM whatif_summary) AS whatif_oracle_gpu_hours
+    (SELECT oracle_gpu_hours FROM whatif_summary) AS whatif_oracle_gpu_hours,
+    (SELECT NULLIF(count(*), 0) FROM partial_steps) AS partial_steps
 FROM per_step
 HAVING (SELECT count(*) FROM runs WHERE run_id = $run_id) > 0
