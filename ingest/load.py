@@ -300,11 +300,27 @@ def write_run(con, run_id: str, digest: str, files: list[InputFile], name: str,
                     [*(run.get(k) for k in RUN_COLUMNS), run_id])
         if given_cap is not None:
             files[0].notes += _outgrown_cap(con, run_id, given_cap)
+        files[0].notes += _recorded_twice(con, run_id)
         log_many(con, [(f, run_id, "ok", "; ".join(_said(f)) or None, f.rows,
                          f.started or now()) for f in files])
         materialize(con, run_id)
     warnings = [w for f in files for w in _said(f)]
     return IngestResult(run_id, fmt_name, row_counts(con, run_id), warnings=warnings)
+
+
+def _recorded_twice(con, run_id: str) -> list[str]:
+    """A warning naming the steps whose metrics the inputs record more than once with different
+    values: a resumed run's log repeats the steps after its checkpoint, and two runs' files given
+    together share step numbers. The catalog reads one value a step and key, so it is said."""
+    steps = [r[0] for r in con.execute(
+        "SELECT DISTINCT step FROM (SELECT step FROM step_metrics WHERE run_id = ? AND isfinite(value) "
+        "AND key <> 'log/truncated' GROUP BY step, key HAVING count(DISTINCT value) > 1) ORDER BY step",
+        [run_id]).fetchall()]
+    if not steps:
+        return []
+    shown = ", ".join(str(s) for s in steps[:5]) + (f" (+{len(steps) - 5} more)" if len(steps) > 5 else "")
+    return [f"{len(steps)} step(s) recorded more than once with different values: {shown} (a resumed "
+            "run, or two runs' files together?); each figure reads one of the recordings"]
 
 
 def _said(f: InputFile) -> list[str]:

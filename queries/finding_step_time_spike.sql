@@ -63,27 +63,34 @@ summary AS (
         avg(step_s / NULLIF(usual_s, 0)) AS ratio,
         (SELECT sum(step_s)::DOUBLE FROM timed) AS run_s
     FROM spikes),
+off_period AS (
+    -- the spikes neither of whose gaps is the common one, numbered
+    SELECT p.step, row_number() OVER (ORDER BY p.step) AS r
+    FROM spikes p CROSS JOIN common_gap g
+    WHERE p.gap_before IS DISTINCT FROM g.gap AND p.gap_after IS DISTINCT FROM g.gap),
 period AS (
     SELECT
         g.gap AS period,
-        list(p.step ORDER BY p.step) FILTER (WHERE p.gap_before IS DISTINCT FROM g.gap
-                                             AND p.gap_after IS DISTINCT FROM g.gap) AS off
+        (SELECT count(*) FROM off_period) AS n_off,
+        (SELECT list(step ORDER BY step) FROM off_period WHERE r <= 3) AS off
     FROM common_gap g
-    CROSS JOIN spikes p
     CROSS JOIN summary s
-    WHERE s.n >= 3 AND g.k >= 0.8 * (s.n - 1)
-    GROUP BY g.gap),
-grown AS (
+    WHERE s.n >= 3 AND g.k >= 0.8 * (s.n - 1)),
+stage_ranked AS (
     -- the stages that carry 10% or more of the spikes' extra time, largest first
-    SELECT
-        first(g.stage ORDER BY g.grew_s DESC, g.stage) AS top,
-        array_to_string(list(printf('%s (+%.1f s a spike)', g.stage, g.grew_s / NULLIF(s.n, 0))
-                             ORDER BY g.grew_s DESC, g.stage)[1:3], ' and ') AS said,
-        bool_or(g.stage = 'save_checkpoint') AS checkpoint,
-        bool_or(g.stage = 'testing') AS validation
+    SELECT g.stage, g.grew_s / NULLIF(s.n, 0) AS per_spike,
+           row_number() OVER (ORDER BY g.grew_s DESC, g.stage) AS r
     FROM stage_growth g
     CROSS JOIN summary s
-    WHERE g.grew_s > 0 AND g.grew_s >= 0.1 * s.cost_s)
+    WHERE g.grew_s > 0 AND g.grew_s >= 0.1 * s.cost_s),
+grown AS (
+    SELECT
+        first(stage ORDER BY r) AS top,
+        array_to_string(list(printf('%s (+%.1f s a spike)', stage, per_spike) ORDER BY r)
+                        FILTER (WHERE r <= 3), ' and ') AS said,
+        bool_or(stage = 'save_checkpoint') AS checkpoint,
+        bool_or(stage = 'testing') AS validation
+    FROM stage_ranked)
 SELECT
     'step_time_spike' AS kind,
     CASE WHEN s.cost_s < 0.01 * s.run_s THEN 'info' ELSE 'warn' END AS severity,
@@ -98,9 +105,10 @@ SELECT
                                    || array_to_string(s.steps, ', ')
                 ELSE printf('steps %d, %d, ... %d', s.steps[1], s.steps[2], s.steps[s.n]) END,
            CASE WHEN p.period IS NULL THEN ''
-                WHEN len(p.off) = 0 THEN printf(': every %d steps', p.period)
-                ELSE printf(': every %d steps, plus step%s %s', p.period,
-                            CASE WHEN len(p.off) = 1 THEN '' ELSE 's' END, array_to_string(p.off[1:3], ', '))
+                WHEN p.n_off = 0 THEN printf(': every %d steps', p.period)
+                ELSE printf(': every %d steps, plus step%s %s%s', p.period,
+                            CASE WHEN p.n_off = 1 THEN '' ELSE 's' END, array_to_string(p.off, ', '),
+                            CASE WHEN p.n_off > 3 THEN printf(' and %d more', p.n_off - 3) ELSE '' END)
                 END,
            s.ratio, CASE WHEN s.n = 1 THEN '' ELSE ' on average' END,
            CASE WHEN s.cost_s >= 3600 THEN printf('%.1f h', s.cost_s / 3600)

@@ -72,6 +72,12 @@ FROM (VALUES ('0001'), ('run.b')) t(r), range(23) a(s),
              ('global_seqlen/max'), ('global_seqlen/mean'), ('global_seqlen/min'),
              ('perf/throughput'), ('response_length/mean'), ('response_length/max')) m(k)
 WHERE NOT (r = 'run.b' AND s = 7);
+-- 0001's steps past the samples time their slowest and mean sample (verl's agent loop)
+INSERT INTO step_metrics (run_id, step, key, value)
+SELECT '0001', s, k, CASE k WHEN 'timing_s/agent_loop/slowest/generate_sequences' THEN 8 + s % 3
+                             ELSE 2 + s % 2 END
+FROM range(12, 23) a(s),
+     (VALUES ('timing_s/agent_loop/slowest/generate_sequences'), ('timing_s/agent_loop/generate_sequences/mean')) m(k);
 
 -- multi-turn rollouts of 0001: 1 to 3 turns, cached tokens unknown on step 2
 INSERT INTO turns (run_id, step, prompt_id, sample_id, turn, prompt_tokens, cached_tokens,

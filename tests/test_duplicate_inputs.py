@@ -84,3 +84,18 @@ def test_the_verl_folder_of_two_recordings_counts_each_content_once(con, shared_
     repeats = [f"{in_later[digests[f]]} has the same bytes as {f}: read once"
                for f in sorted(earlier.iterdir()) if digests[f] in in_later]
     assert repeats and result.warnings == repeats
+
+
+def test_two_recordings_that_disagree_on_a_step_are_said(con, tmp_path):
+    """Two logs sharing step 2 with different values (a resumed run's two logs): one warning names
+    the step; the same values in two formats say nothing."""
+    a, b, c = tmp_path / "a.log", tmp_path / "b.log", tmp_path / "c.jsonl"
+    a.write_text("step:1 - timing_s/gen:1.0 - timing_s/step:2.0\nstep:2 - timing_s/gen:3.0 - timing_s/step:4.0\n")
+    b.write_text("step:2 - timing_s/gen:5.0 - timing_s/step:6.0\nstep:3 - timing_s/gen:1.0 - timing_s/step:2.0\n")
+    c.write_text('{"step": 2, "data": {"timing_s/gen": 3.0}}\n')
+    disagree = ingest_paths(con, [a, b])
+    assert [w for w in disagree.warnings if "recorded more than once" in w] == [
+        "1 step(s) recorded more than once with different values: 2 (a resumed run, or two runs' files "
+        "together?); each figure reads one of the recordings"]
+    agree = ingest_paths(con, [a, c])
+    assert not [w for w in agree.warnings if "recorded more than once" in w]

@@ -89,9 +89,9 @@ WINDOW_OVER_PARTITION = ("SELECT count(*), sum(per_key) FROM (SELECT count(*) OV
 
 def test_window_self_join_regression(edge, monkeypatch):
     native, over_lake, root = edge
-    # 0001 has 230 metric rows over 10 keys of 23 rows each, and 56 over 7 health keys of 8 rows:
-    # the per-key counts sum to 230 * 23 + 56 * 8
-    expected = [(286, 230 * 23 + 56 * 8)]
+    # 0001 has 230 metric rows over 10 keys of 23 rows each, 56 over 7 health keys of 8 rows and
+    # 22 over 2 agent-loop keys of 11 rows: the per-key counts sum to 230 * 23 + 56 * 8 + 22 * 11
+    expected = [(308, 230 * 23 + 56 * 8 + 22 * 11)]
     assert native.execute(WINDOW_OVER_PARTITION, {"run_id": "0001"}).fetchall() == expected
     assert over_lake.execute(WINDOW_OVER_PARTITION, {"run_id": "0001"}).fetchall() == expected
     monkeypatch.setattr(lake, "LAKE_SETTINGS", ())
