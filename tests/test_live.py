@@ -628,11 +628,18 @@ def test_the_run_pages_header_counts_the_steps_that_land(page, watched, tmp_path
 def test_findings_redrawn_while_the_run_trains_are_the_servers_list(page, watched, tmp_path):
     units = plan(SHARED_DATA, log_steps=20)
     with followed_page(page, watched, tmp_path / "page.duckdb", units[:3]) as (url, run_id):
-        play(units[3], watched, 0)  # packed step 0: the lengths grew from step 0 to 1
+        # steps land until the lengths have grown over enough steps (a drift needs 5) ...
         alert = page.locator(".live-alert[data-kind='length_drift']")
-        alert.wait_for()
+        rest = iter(units[3:])
+        for unit in rest:
+            play(unit, watched, 0)
+            try:
+                alert.wait_for(timeout=3000)
+                break
+            except Exception:  # playwright's TimeoutError: not yet
+                continue
         first = alert.inner_text()
-        for unit in units[4:]:  # then the responses collapse: the lengths fell
+        for unit in rest:  # then the responses collapse: the lengths fell
             play(unit, watched, 0.01)
         caught_up(url, run_id, watched)
         want = served(page, f"{url}/runs/{run_id}", "findings-list")
