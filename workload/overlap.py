@@ -99,8 +99,10 @@ def whatif(con, run_id: str, cal) -> list[dict]:
     a run that trained asynchronously already, or whose steps logged no step time."""
     if is_async(con, run_id):
         return []
+    from polytrace.workload.genfit import step_features  # scipy: only when a fit is simulated
+
     s, coef = cal.steps, np.array(cal.step_model.coef)
-    features = _features(s)
+    features = step_features(s)
     latency = s.tool + features[:, :3] @ coef[:3]
     throughput = features[:, 3:] @ coef[3:]
     rest = step_rest(con, run_id, s.step)
@@ -110,9 +112,3 @@ def whatif(con, run_id: str, cal) -> list[dict]:
     rest = {name: values[timed] for name, values in rest.items()} | {"steps": s.step[timed]}
     gpus = con.execute("SELECT n_gpus FROM runs WHERE run_id = ?", [run_id]).fetchall()[0][0]
     return predict(latency[timed], throughput[timed], rest, gpus)
-
-
-def _features(s) -> np.ndarray:
-    from polytrace.workload.genfit import step_features
-
-    return step_features(s)

@@ -13,7 +13,7 @@ import pyarrow as pa
 from polytrace.store.runs import changed
 from polytrace.workload import WorkloadError
 from polytrace.workload.costmodel import H200_REPLAY_GRID, CostModel
-from polytrace.workload.overlap import COLUMNS as OVERLAP_COLUMNS
+from polytrace.workload import overlap
 
 DEFAULT_POLICIES = ("as-recorded", "round-robin", "length-balanced", "predicted-balanced",
                     "partial-rollout:0.9")
@@ -26,7 +26,7 @@ CARRY_COLUMNS = ("step", "policy", "carried", "carried_tokens")
 
 
 def store(con, run_id: str, rows: list[dict], calibration: str, forecast: list[dict] | None = None,
-          overlap: list[dict] | None = None) -> int:
+          async_rows: list[dict] | None = None) -> int:
     """Replace the run's stored results for the simulated policies, in one transaction.
 
     Rows of another calibration go too: every policy's speedup is against the as-recorded
@@ -42,8 +42,8 @@ def store(con, run_id: str, rows: list[dict], calibration: str, forecast: list[d
               "_carry": pa.table({c: [r.get(c) for r in carry] for c in CARRY_COLUMNS})}
     if forecast is not None:
         tables["_forecast"] = pa.table({c: [r.get(c) for r in forecast] for c in FORECAST_COLUMNS})
-    if overlap is not None:
-        tables["_overlap"] = pa.table({c: [r.get(c) for r in overlap] for c in OVERLAP_COLUMNS})
+    if async_rows is not None:
+        tables["_overlap"] = pa.table({c: [r.get(c) for r in async_rows] for c in overlap.COLUMNS})
     con.execute("BEGIN TRANSACTION")
     try:
         changed(con, run_id)
@@ -58,7 +58,7 @@ def store(con, run_id: str, rows: list[dict], calibration: str, forecast: list[d
         if forecast is not None:
             con.execute("DELETE FROM gen_forecast WHERE run_id = ?", [run_id])
             con.execute("INSERT INTO gen_forecast BY NAME SELECT ? AS run_id, * FROM _forecast", [run_id])
-        if overlap is not None:
+        if async_rows is not None:
             con.execute("DELETE FROM whatif_async WHERE run_id = ?", [run_id])
             con.execute("INSERT INTO whatif_async BY NAME SELECT ? AS run_id, * FROM _overlap", [run_id])
         for name in tables:
@@ -186,8 +186,6 @@ def _auto(con, run_id: str) -> Simulation:
 
 def _overlap(con, run_id: str, cal) -> list[dict] | None:
     """The async what-if of a per-step log fit; None (nothing simulated) for any other fit."""
-    from polytrace.workload import overlap
-
     return overlap.whatif(con, run_id, cal) if cal.kind == "step" else None
 
 
