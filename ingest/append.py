@@ -21,6 +21,10 @@ from polytrace.store import vocabulary
 from polytrace.store.aggregates import materialize
 from polytrace.store.runs import changed, exists
 
+WARNING_SEPARATOR = "; "
+MAX_WARNINGS = 20
+_MORE = "and "
+
 
 def append_chunk(con, run_id: str, chunk: Chunk, *, name: str | None = None,
                  source: str | None = None) -> Appended:
@@ -56,7 +60,7 @@ def append_chunk(con, run_id: str, chunk: Chunk, *, name: str | None = None,
         _mark_live(con, run_id, steps)
         if facts_changed or steps:  # a run column the aggregates read (the cap) changes every step's
             materialize(con, run_id, None if facts_changed else steps)
-    return live.Appended(taken.committed, steps, rows, taken.notes)
+    return live.Appended(taken.committed, steps, rows, taken.notes, taken.parsed.warnings)
 
 
 @dataclass
@@ -309,16 +313,33 @@ def _keep_state(con, run_id: str, chunk: Chunk, state: live.FileState, fmt: Form
     if not exists(con, run_id):
         return
     shown = f"{source}/{chunk.file_name}" if source else chunk.file_name
-    said = "; ".join([*notes, *(warnings or [])]) or None
-    logged = con.execute("SELECT ingest_id FROM ingests WHERE run_id = ? AND file_name = ?",
+    logged = con.execute("SELECT ingest_id, warnings FROM ingests WHERE run_id = ? AND file_name = ?",
                          [run_id, shown]).fetchall()
+    said = _said_so_far(logged[0][1] if logged else None, [*notes, *(warnings or [])])
     if logged:
-        con.execute("UPDATE ingests SET bytes = ?, rows = rows + ?, error = coalesce(?, error), "
-                    "finished_at = ? WHERE ingest_id = ?", [state.committed, rows, said, when, logged[0][0]])
+        con.execute("UPDATE ingests SET bytes = ?, rows = rows + ?, warnings = ?, finished_at = ? "
+                    "WHERE ingest_id = ?", [state.committed, rows, said, when, logged[0][0]])
     else:
-        con.execute("INSERT INTO ingests (run_id, file_name, format, bytes, rows, status, error, started_at, "
+        con.execute("INSERT INTO ingests (run_id, file_name, format, bytes, rows, status, warnings, started_at, "
                     "finished_at) VALUES (?, ?, ?, ?, ?, 'ok', ?, ?, ?)",
                     [run_id, shown, fmt.name, state.committed, rows, said, when, when])
+
+
+def _said_so_far(before: str | None, new: list[str]) -> str | None:
+    """A followed file's warnings over all its appends: each append's own (every cut-short line is
+    in one of them), the first MAX_WARNINGS kept, then how many more there were."""
+    kept = before.split(WARNING_SEPARATOR) if before else []
+    more = 0
+    if kept and kept[-1].startswith(_MORE):
+        more = int(kept.pop()[len(_MORE):].split(" ", 1)[0])
+    for text in new:
+        if text in kept:
+            continue
+        if len(kept) < MAX_WARNINGS:
+            kept.append(text)
+        else:
+            more += 1
+    return WARNING_SEPARATOR.join([*kept, *([f"{_MORE}{more} more warning(s)"] if more else [])]) or None
 
 
 def _mark_live(con, run_id: str, steps: list[int]) -> None:

@@ -111,12 +111,14 @@ class FileState:
 @dataclass
 class Appended:
     """What one append did: the file's committed offset after it, the steps it brought or
-    changed, and what it had to say (a rotated file, a step file reloaded)."""
+    changed, what it had to say (a rotated file, a step file reloaded) and the warnings of the
+    bytes it parsed (lines cut short, a step logged twice), as a batch ingest gives them."""
 
     committed: int
     steps: list[int] = field(default_factory=list)
     rows: int = 0
     notes: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
 
 
 def file_states(con, run_id: str) -> dict[str, FileState]:
@@ -282,6 +284,7 @@ class Follower:
                 reset = False
                 steps += got.steps
                 self._said(got.notes)
+                self._warned(rel, got.warnings)
                 self.states[rel] = FileState(got.committed, seen.format, identity)
                 if got.committed <= offset:
                     break  # nothing whole yet (a filter line waiting for its step's packed lengths)
@@ -307,6 +310,7 @@ class Follower:
         got = self.sink.append(Chunk(rel, 0, path=path, format=seen.format, complete=True,
                                      identity=_identity(st), mtime=st.st_mtime))
         self._said(got.notes)
+        self._warned(rel, got.warnings)
         self.states[rel] = FileState(got.committed, seen.format, _identity(st), st.st_mtime, got.steps)
         if got.committed != st.st_size:  # it changed while it was read: take it when it settles again
             seen.since = self.clock()
@@ -317,6 +321,11 @@ class Follower:
             if note not in self.said:
                 self.said.add(note)
                 self.say(note)
+
+    def _warned(self, rel: str, warnings: list[str]) -> None:
+        """A parse's warnings, said as `polytrace ingest` says them (the sink has recorded them)."""
+        for text in warnings:
+            self.say(f"warning: {rel}: {text}")
 
     def _warn(self, rel: str, text: str) -> None:
         if text in self.said:

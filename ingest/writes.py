@@ -84,7 +84,8 @@ def insert(con, table: str, run_id: str, data: pa.Table) -> None:
 
 
 def log_many(con, entries: list[tuple]) -> None:
-    """One `ingests` row per (input, run_id, status, error, rows, started), in one INSERT."""
+    """One `ingests` row per (input, run_id, status, said, rows, started), in one INSERT: what was
+    said is a failed file's reason, or a loaded file's warnings."""
     finished = now()
     cols = {
         "run_id": from_list([e[1] for e in entries], pa.string()),
@@ -94,9 +95,10 @@ def log_many(con, entries: list[tuple]) -> None:
         "bytes": from_list([e[0].source.bytes for e in entries], pa.int64()),
         "rows": from_list([e[4] for e in entries], pa.int64()),
         "status": from_list([e[2] for e in entries], pa.string()),
-        "error": from_list([e[3] for e in entries], pa.string()),
+        "error": from_list([e[3] if e[2] == "failed" else None for e in entries], pa.string()),
         "started_at": from_list([e[5] for e in entries], pa.timestamp("us")),
         "finished_at": from_list([finished] * len(entries), pa.timestamp("us")),
+        "warnings": from_list([e[3] if e[2] == "ok" else None for e in entries], pa.string()),
     }
     with store.registered(con, "_ingest_log", pa.table(cols)):
         con.execute(f"INSERT INTO ingests ({', '.join(cols)}) SELECT * FROM _ingest_log")

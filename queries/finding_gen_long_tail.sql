@@ -47,7 +47,7 @@ SELECT
     'share' AS unit,
     [worst] AS steps,
     'gen' AS stage,
-    printf('The rollout''s long tail took %.1f%% of the step time over %d step%s (%.1f s; worst: step %d, '
+    printf('The rollout''s long tail took %.1f%% of the step time over %d step%s (%,.1f s; worst: step %d, '
            '%.1f%%), %s its busy generation (%.1f%%): each step, every GPU waited from when the mean '
            'sample finished until the slowest did, by the log''s sample times, which cannot tell decoding '
            'the last samples from idle engines; try partial rollout (carry samples past a '

@@ -39,7 +39,7 @@ SELECT
            'back; move GPUs from the rollout pool to the trainer, or raise the bound (or queue size) if '
            'the algorithm tolerates older samples.',
            100 * idle_share,
-           CASE WHEN window_s > 0 THEN printf('%.1f s of %.1f s', idle_s, window_s)
+           CASE WHEN window_s > 0 THEN printf('%,.1f s of %,.1f s', idle_s, window_s)
                 ELSE 'the mean of the logged idle ratios' END,
            n, CASE WHEN n = 1 THEN '' ELSE 's' END) AS text,
     '/api/queries/async_idle?run_id=' || $run_id AS evidence

@@ -34,7 +34,7 @@ SELECT
     'share' AS unit,
     steps,
     'gen' AS stage,
-    printf('The trainer waited for samples %.0f%% of its step time (%.1f s of %.1f s over %d step%s; '
+    printf('The trainer waited for samples %.0f%% of its step time (%,.1f s of %,.1f s over %d step%s; '
            'worst step %d at %.0f%%): generation is the bottleneck; give the rollout pool more GPUs (or '
            'the trainer fewer), or let rollout run further ahead with a larger staleness bound or queue.',
            100 * wait_s / NULLIF(step_s, 0), wait_s, step_s, n, CASE WHEN n = 1 THEN '' ELSE 's' END,

@@ -173,7 +173,7 @@ class ServerSink:
                      if v is not None},
                   **({"complete": "true"} if chunk.complete else {}), **({"reset": "true"} if chunk.reset else {})}
         body = self._call("POST", f"/api/runs/{self.run_id}/append?{urllib.parse.urlencode(params)}", data)
-        return Appended(body["committed"], body["steps"], body["rows"], body["notes"])
+        return Appended(body["committed"], body["steps"], body["rows"], body["notes"], body.get("warnings", []))
 
     def note(self, file_name: str, text: str) -> None:
         """What the pusher says about its files stays with it: the server records its own notes."""

@@ -17,7 +17,7 @@ import duckdb
 from polytrace.store import aggregates, vocabulary
 from polytrace.store.errors import StoreError
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 # version -> statements that bring a database of version - 1 to it. Version 1 is every
 # database written before the version was recorded; its tables are a subset of today's,
 # so schema.sql (all IF NOT EXISTS) brings it up to date. Version 3 adds runs.length_unit;
@@ -27,6 +27,8 @@ SCHEMA_VERSION = 7
 # (queries.overview.stale) by the next `polytrace serve` or `polytrace migrate`. Version 6 adds
 # gpu_events.trace_start_us (NULL for the events already loaded: one trace file per rank, as
 # before). Version 7 adds the async run facts runs.trainer_gpus, rollout_gpus and max_staleness.
+# Version 8 gives ingests a warnings column: a loaded file's warnings move there from error,
+# which keeps only a failed file's reason.
 MIGRATIONS: dict[int, tuple[str, ...]] = {
     2: (),
     3: ("ALTER TABLE runs ADD COLUMN IF NOT EXISTS length_unit VARCHAR",),
@@ -36,6 +38,8 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
     7: ("ALTER TABLE runs ADD COLUMN IF NOT EXISTS trainer_gpus INTEGER",
         "ALTER TABLE runs ADD COLUMN IF NOT EXISTS rollout_gpus INTEGER",
         "ALTER TABLE runs ADD COLUMN IF NOT EXISTS max_staleness INTEGER"),
+    8: ("ALTER TABLE ingests ADD COLUMN IF NOT EXISTS warnings VARCHAR",
+        "UPDATE ingests SET warnings = error, error = NULL WHERE status = 'ok' AND error IS NOT NULL"),
 }
 # Derived tables an older schema had: a lake exported then still holds them, and a restore
 # leaves them out without a word.
@@ -98,6 +102,8 @@ def ensure(con: duckdb.DuckDBPyConnection) -> list[str]:
     if version > SCHEMA_VERSION:
         raise StoreError(f"this database was written by a newer PolyTrace (schema {version}; "
                          f"this one reads {SCHEMA_VERSION}): upgrade PolyTrace")
+    if meta == _current():
+        return []  # nothing to write: a writer opens a current database on a full disk
     con.execute(schema_sql())
     upgrades = range(version + 1, SCHEMA_VERSION + 1)
     for v in upgrades:
@@ -117,6 +123,12 @@ def ensure(con: duckdb.DuckDBPyConnection) -> list[str]:
                 "('aggregates', ?), ('vocabulary', ?)",
                 [str(SCHEMA_VERSION), schema_digest(), aggregates.digest(), vocabulary.digest()])
     return runs
+
+
+def _current() -> dict[str, str]:
+    """store_meta as this PolyTrace writes it."""
+    return {"schema_version": str(SCHEMA_VERSION), "schema": schema_digest(), "aggregates": aggregates.digest(),
+            "vocabulary": vocabulary.digest()}
 
 
 def _recompute_all(con) -> list[str]:

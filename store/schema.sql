@@ -38,9 +38,10 @@ CREATE TABLE IF NOT EXISTS ingests (
     bytes       BIGINT,    -- raw size on disk
     rows        BIGINT,    -- canonical rows produced from this file
     status      VARCHAR,   -- 'ok' or 'failed'
-    error       VARCHAR,   -- one-line reason when failed; warnings when ok
+    error       VARCHAR,   -- one-line reason when failed
     started_at  TIMESTAMP, -- attempt start (UTC)
-    finished_at TIMESTAMP  -- attempt end (UTC)
+    finished_at TIMESTAMP, -- attempt end (UTC)
+    warnings    VARCHAR    -- what a loaded file had to say ('; '-joined): lines cut short, steps logged twice
 );
 
 -- One row per response: a packed output[j], or one multi-turn rollout.

@@ -237,6 +237,12 @@ def test_cli_what_if_rows_and_their_errors(tmp_path, db_path, con, capsys):
     capped = {r["step"]: r for r in rows if r["policy"] == "cap:2048"}
     assert capped[1]["max_len"] == 2048 and capped[9]["max_len"] == 1500  # step 9's L is below the cap
     assert capped[9]["speedup"] == pytest.approx(1.0)
+    # the terminal table says each column's unit in its header, each header on one line
+    assert main(["simulate", run, "--db", str(db_path), "--calibration", "log", "--policy", "as-recorded"]) == 0
+    header = next(line for line in capsys.readouterr().out.splitlines() if "policy" in line)
+    assert [h.strip() for h in header.strip("┃").split("┃")] == [
+        "step", "policy", "engine", "n (samples)", "tokens (tokens)", "max_len (tokens)", "predicted_s (s)",
+        "idle_frac (0–1)", "speedup (×)", "oracle"]
     for args, message in (
             (["--policy", "round-robin"], "round-robin: dispatch policies need per-sample lengths"),
             (["--engines", "16"], "give --engines as a multiple of them, e.g. --engines x2"),

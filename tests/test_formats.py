@@ -316,7 +316,7 @@ def test_a_zip_of_packed_files_ingests_like_the_files(tmp_path, capsys):
                         "WHERE run_id = ? ORDER BY step, prompt_id, sample_id", run_id)
         assert len(got) == 10 and got[4] == (0, 2, 0, 120, True, True)  # as the golden above
         # each member is an input named archive!member; what was skipped is said once
-        log = rows(con, "SELECT file_name, format, error FROM ingests WHERE run_id = ? "
+        log = rows(con, "SELECT file_name, format, warnings FROM ingests WHERE run_id = ? "
                         "ORDER BY file_name", run_id)
         assert [(name, fmt) for name, fmt, _ in log] == [
             (f"{archive}!logs/dapo_filter_indices.jsonl", "polytrace-filter"),

@@ -749,3 +749,39 @@ def test_following_says_which_steps_each_round_appended(tmp_path):
     assert [step_span(s) for s in ([7], [3, 5, 4], [2, 9, 4, 5], [1, 3, 5, 7])] == \
         ["step 7", "steps 3–5", "steps 2, 4–5 and 9", "4 steps from 1 to 7"]
     con.close()
+
+
+def _cut_short(step: int) -> bytes:
+    """A verl step line W&B's console capture cut at its 4,096 characters, with its newline."""
+    line = f"step:{step} - " + " - ".join(f"val-core/k{i}:0.123456" for i in range(400))
+    return line[:4096].encode() + b"\n"
+
+
+def test_every_cut_short_line_of_a_followed_log_is_warned_and_kept_in_its_ingest_record(tmp_path):
+    root, con, said, f = _job(tmp_path, settle_s=0)
+    with open(root / "output.log", "ab") as log:
+        log.write(b"step:1 - a:1\n" + _cut_short(2))
+        log.flush()
+        assert f.tick() == [1, 2]
+        log.write(b"step:3 - a:3\n" + _cut_short(4))
+        log.flush()
+        assert f.tick() == [3, 4]
+    cut = "1 step line(s) cut short, their unfinished last pair dropped and log/truncated=1 set: step(s) {}"
+    # said as `polytrace ingest` says a warning, once per append that had it
+    assert said == [f"warning: output.log: {cut.format(2)}", f"warning: output.log: {cut.format(4)}"]
+    # the record keeps both, under warnings; a loaded file has no error
+    assert con.execute("SELECT status, error, warnings FROM ingests").fetchall() == [
+        ("ok", None, f"{cut.format(2)}; {cut.format(4)}")]
+    con.close()
+
+
+def test_a_followed_files_warnings_are_capped_with_a_count_of_the_rest():
+    from polytrace.ingest.append import MAX_WARNINGS, _said_so_far
+
+    said = None
+    for k in range(MAX_WARNINGS + 3):
+        said = _said_so_far(said, [f"w{k}", "w0"])  # a repeated warning is kept once
+    parts = said.split("; ")
+    assert parts[:MAX_WARNINGS] == [f"w{k}" for k in range(MAX_WARNINGS)]
+    assert parts[MAX_WARNINGS:] == ["and 3 more warning(s)"]
+    assert _said_so_far(said, ["another"]).endswith("and 4 more warning(s)")

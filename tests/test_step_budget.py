@@ -3,6 +3,7 @@ the real traces; and POST /whatif simulates on the run's own log when the run ti
 from __future__ import annotations
 
 import math
+import re
 
 import httpx
 import pytest
@@ -149,6 +150,8 @@ def test_real_verl_logs_add_up_and_split_gen_from_the_log(real, key):
     tail = rows(con, "finding_gen_long_tail", ids[key])
     share = whole["gen_long_tail"] / sum(r["gpu_s"] for r in steps if r["gen_long_tail"] is not None)
     assert [r["value"] for r in tail] == ([pytest.approx(share)] if share >= 0.1 else [])
+    # its seconds are written with thousands separators (ry3hgbx5: 14,240.7 s)
+    assert all(re.search(r"over \d+ steps \(\d{1,3}(,\d{3})*\.\d s; worst", r["text"]) for r in tail)
 
 
 def test_real_packed_runs_need_a_time_and_take_the_simulated_one(real):

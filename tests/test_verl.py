@@ -113,8 +113,29 @@ def test_quirks_log_is_detected_and_loaded(con):
     assert result.rows == {"step_metrics": 28}  # the 2 + 15 + 4 + 4 + 3 rows above
     assert con.execute("SELECT framework, model, max_response_len FROM runs WHERE run_id = ?",
                        [result.run_id]).fetchone() == ("verl", "Qwen3-4B", 8192)
-    note = con.execute("SELECT error FROM ingests WHERE run_id = ?", [result.run_id]).fetchone()[0]
+    note, error = con.execute("SELECT warnings, error FROM ingests WHERE run_id = ?", [result.run_id]).fetchone()
+    assert error is None  # a loaded file has warnings, not an error
     assert "later values win key by key: 42" in note
+
+
+def test_a_schema_7_database_moves_a_loaded_files_warnings_out_of_error(db_path):
+    from polytrace import store
+
+    con = store.open(db_path)
+    run_id = ingest_paths(con, [FIXTURES / "quirks.log"]).run_id
+    with pytest.raises(IngestError):  # a failed file keeps its reason
+        ingest_paths(con, [FIXTURES / "quirks.log"], format="verl-jsonl", force=True)
+    con.execute("UPDATE ingests SET error = warnings WHERE status = 'ok'")  # as schema 7 kept them
+    con.execute("ALTER TABLE ingests DROP COLUMN warnings")
+    con.execute("UPDATE store_meta SET value = '7' WHERE key = 'schema_version'")
+    con.close()
+    con = store.open(db_path)
+    try:
+        got = con.execute("SELECT run_id, status, error IS NULL, warnings LIKE '%key by key: 42%' FROM ingests "
+                          "ORDER BY ingest_id").fetchall()
+        assert got == [(run_id, "ok", True, True), (None, "failed", False, None)]
+    finally:
+        con.close()
 
 
 def independent_counts(path: Path) -> tuple[int, float, float, int]:

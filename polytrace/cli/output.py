@@ -17,20 +17,35 @@ def print_answer(answer, output: str) -> None:
     else:
         from rich.console import Console
 
-        Console(width=max(100, 14 * len(answer.columns))).print(render.terminal_table(answer))
+        table = render.terminal_table(answer)
+        wide = Console(width=10_000).measure(table).maximum  # as wide as its widest cells, unwrapped
+        Console(width=max(100, 14 * len(answer.columns), min(wide, 400))).print(table)
     if answer.truncated:
         print(f"truncated at {answer.table.num_rows:,} rows (raise POLYTRACE_ROW_CAP)", file=sys.stderr)
 
 
-def print_result(columns: list[str], rows: list[tuple], output: str) -> None:
-    """Rows that are not a catalog query's (simulate, synth) rendered like one."""
+# The unit a column's name ends in, said in the terminal table's header
+UNIT_SUFFIXES = {"_s": "s", "_pct": "%", "_pp": "pp", "_frac": "0–1"}
+
+
+def print_result(columns: list[str], rows: list[tuple], output: str, units: dict[str, str] | None = None) -> None:
+    """Rows that are not a catalog query's (simulate, synth) rendered like one; the terminal
+    table's headers say each column's unit (`units` for names that do not end in one)."""
     import pyarrow as pa
 
     from polytrace.queries.runner import Answer
 
     table = pa.Table.from_pylist([dict(zip(columns, r)) for r in rows]) if rows else \
         pa.table({c: pa.array([], pa.null()) for c in columns})
-    print_answer(Answer(table.select(columns), False), output)
+    table = table.select(columns)
+    if output == "table":
+        table = table.rename_columns([_with_unit(c, units or {}) for c in columns])
+    print_answer(Answer(table, False), output)
+
+
+def _with_unit(column: str, units: dict[str, str]) -> str:
+    unit = units.get(column) or next((u for end, u in UNIT_SUFFIXES.items() if column.endswith(end)), None)
+    return f"{column} ({unit})" if unit else column
 
 
 

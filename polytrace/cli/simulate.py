@@ -12,6 +12,8 @@ from polytrace.cli.output import CLI_FORMATS, print_result
 
 SIMULATE_COLUMNS = ["step", "policy", "engine", "n", "tokens", "max_len", "predicted_s", "idle_frac",
                     "speedup", "oracle"]
+# the units of the columns whose names do not end in one (output.UNIT_SUFFIXES)
+SIMULATE_UNITS = {"n": "samples", "tokens": "tokens", "max_len": "tokens", "speedup": "×"}
 
 
 FORECAST_COLUMNS = ["step", "stage", "measured_s", "predicted_s"]
@@ -100,7 +102,8 @@ def _print_simulation(rows: list[dict], output: str) -> None:
     if output == "table":
         rows = [dict(r, policy=r["policy"] + (" (oracle)" if r["oracle"] else "")) for r in rows
                 if r["engine"] is None]
-    print_result(SIMULATE_COLUMNS, [tuple(r.get(c) for c in SIMULATE_COLUMNS) for r in rows], output)
+    print_result(SIMULATE_COLUMNS, [tuple(r.get(c) for c in SIMULATE_COLUMNS) for r in rows], output,
+                 SIMULATE_UNITS)
 
 
 def _report_log_fit(cal) -> None:

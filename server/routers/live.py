@@ -45,6 +45,7 @@ class AppendedBody(BaseModel):
     steps: list[int]       # steps this append brought or changed
     rows: int
     notes: list[str]
+    warnings: list[str]    # what the parse of these bytes said (lines cut short, a step logged twice)
 
 
 
@@ -184,5 +185,5 @@ async def append_run(
                                                   note=str(e)), [run_id])
         raise ApiError(ingest_status(e), e.worded(form_field)) from None
     return {"ok": True, "run_id": run_id, "file": chunk.file_name, "committed": got.committed,
-            "steps": got.steps, "rows": got.rows, "notes": got.notes}
+            "steps": got.steps, "rows": got.rows, "notes": got.notes, "warnings": got.warnings}
 
