@@ -116,6 +116,14 @@ FIELDS: dict[str, tuple[Any, Callable[[Any], Any]]] = {
     # connection and a temporary folder); past it the server answers 408.
     "upload_timeout_s": (600.0, _above_zero(_seconds)),
     "query_timeout_ms": (10_000, _above_zero(_integer)),
+    # The server's DuckDB memory for queries and writes (DuckDB's own default is 80% of RAM):
+    # past it a query spills to the database's .tmp folder where it can, else answers 507.
+    "memory_limit": (2 * 1024**3, _above_zero(_size)),
+    # The server's DuckDB worker threads (default: DuckDB's, one per core).
+    "threads": (None, _optional(_at_least(1))),
+    # Catalog queries the server runs at once: a request waits for a slot up to its time limit
+    # (query_timeout_ms), then answers 503 with Retry-After. Answers kept or cached need none.
+    "query_slots": (4, _at_least(1)),
     "row_cap": (100_000, _above_zero(_integer)),
     # Rows of recent query answers kept in memory (emptied by every upload and delete); 0 is off.
     "result_cache_rows": (100_000, _at_least(0)),
@@ -157,6 +165,9 @@ class Settings:
     max_upload_bytes: int
     upload_timeout_s: float
     query_timeout_ms: int
+    memory_limit: int
+    threads: int | None
+    query_slots: int
     row_cap: int
     result_cache_rows: int
     token: str | None

@@ -70,15 +70,26 @@ def x_bounds(columns: list[str], rows: list[list], x: str | None) -> list | None
     return [min(xs), max(xs)] if xs else None
 
 
+class WindowError(ValueError):
+    """A window asked of an x axis that is no number line (a histogram's bucket labels)."""
+
+
 def window(columns: list[str], rows: list[list], x: str | None,
            x_from: int | None, x_to: int | None) -> list[list]:
-    """The rows whose x lies in [x_from, x_to] (either end open when None)."""
+    """The rows whose x lies in [x_from, x_to] (either end open when None). Raises WindowError
+    when the x column holds labels, not numbers."""
     if x not in columns or (x_from is None and x_to is None):
         return rows
     i = columns.index(x)
+    if any(not _number(r[i]) for r in rows if r[i] is not None):
+        raise WindowError(f"its x axis ({x}) holds labels, not steps: _x_from and _x_to window a step axis")
     lo = -math.inf if x_from is None else x_from
     hi = math.inf if x_to is None else x_to
     return [r for r in rows if r[i] is not None and lo <= r[i] <= hi]
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def for_chart(columns: list[str], rows: list[list], chart: dict | None, points: int | None,

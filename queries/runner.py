@@ -37,6 +37,10 @@ class BadValue(QueryError):
     """Well-typed parameters the query could not use (out of range, not convertible)."""
 
 
+class OutOfMemory(QueryError):
+    """The query needed more memory than the engine's limit and could not spill."""
+
+
 @dataclass(frozen=True)
 class Limits:
     timeout_ms: int | None = None  # interrupt the query after this long
@@ -123,6 +127,9 @@ def run_bound(target: Any, query: Query, bound: dict[str, Any], limits: Limits =
         raise QueryTimeout(str(e)) from None
     except _BAD_VALUE as e:
         raise BadValue(f"query {query.name!r} rejected its parameters: {str(e).splitlines()[0]}") from None
+    except duckdb.OutOfMemoryException as e:
+        raise OutOfMemory(f"query {query.name!r} needed more memory than the engine's limit: "
+                          f"{str(e).splitlines()[0]}") from None
     return Answer(table, truncated)
 
 
@@ -133,8 +140,10 @@ def _arrow(engine: Engine, query: Query, bound: dict, row_cap: int | None) -> tu
         # DuckDB's Arrow stream reports an interrupt as an OSError, not InterruptException
         if "INTERRUPT" in str(e).upper():
             raise duckdb.InterruptException(str(e)) from None
+        if "Out of Memory" in str(e):
+            raise duckdb.OutOfMemoryException(str(e)) from None
         raise
 
 
-__all__ = ["Answer", "BadValue", "Engine", "Limits", "ParamError", "QueryError", "QueryTimeout",
+__all__ = ["Answer", "BadValue", "Engine", "Limits", "OutOfMemory", "ParamError", "QueryError", "QueryTimeout",
            "run", "run_bound"]

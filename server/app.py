@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import secrets
+
+import duckdb
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI, Request
@@ -30,11 +32,12 @@ _BACK_TO_DASHBOARD = (b'<p id="dashboard-link" style="margin:0.6rem 1.2rem;font:
 
 def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or polytrace_settings.get()
-    db = Database(settings.db, cache_rows=settings.result_cache_rows, lake=settings.lake)
+    db = Database(settings.db, cache_rows=settings.result_cache_rows, lake=settings.lake,
+                  memory_limit=settings.memory_limit, threads=settings.threads, query_slots=settings.query_slots)
     remove_stale()  # the temporary folders of uploads a killed server was receiving
-    lines = None
+    lines, stale = None, None
     if not settings.lake:  # runs an older catalog summed up get their overview line again
-        db.write(service.refresh_stale)
+        stale = _refreshed(db)
         lines = OverviewLines(db.write).start()  # live runs' lines, off the append path
 
     @asynccontextmanager
@@ -54,6 +57,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.settings = settings
     app.state.db = db
     app.state.overview_lines = lines
+    app.state.stale = stale
     app.state.secret = secrets.token_bytes(32)
     app.state.csrf_token = csrf_token(app.state.secret)
     errors.install(app)
@@ -71,6 +75,18 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     _offline_docs(app)
     pages.mount(app)
     return app
+
+
+def _refreshed(db: Database) -> str | None:
+    """Sum up again the runs an older catalog summed up; None, or why they could not be (a full
+    disk): the server starts all the same, its pages and /api/health saying so."""
+    try:
+        db.write(service.refresh_stale)
+    except (duckdb.Error, OSError) as e:
+        reason = str(e).splitlines()[0] if str(e) else type(e).__name__
+        return (f"some runs' overview lines and findings are from an older PolyTrace: summing them up again "
+                f"failed at start-up ({reason}); free space and restart, or run `polytrace migrate`")
+    return None
 
 
 def _documented(app: FastAPI, operations: list) -> None:

@@ -34,6 +34,10 @@ class Closing(duckdb.ConnectionException):
     goes on."""
 
 
+class Busy(Exception):
+    """Every query slot stayed taken for the query's whole time limit: try again shortly."""
+
+
 class ResultCache:
     """Recent query answers, up to a budget of rows. Data changes only through Database.write,
     which empties the cache; an answer computed across a write is not kept."""
@@ -71,11 +75,16 @@ class ResultCache:
 
 
 class Database:
-    def __init__(self, path: str, cache_rows: int = 0, lake: str | None = None):
+    def __init__(self, path: str, cache_rows: int = 0, lake: str | None = None, *,
+                 memory_limit: int | None = None, threads: int | None = None, query_slots: int | None = None):
         """The DuckDB file at path or, when lake is given, views over that Parquet lake
-        (read-only: the server cannot upload to it or delete from it)."""
+        (read-only: the server cannot upload to it or delete from it). DuckDB gets at most
+        `memory_limit` bytes and `threads` threads; at most `query_slots` catalog queries run at once."""
         self.lake = lake
         self.con = open_lake(lake) if lake else store.open(path, "w")
+        store.bound(self.con, memory_limit, threads)
+        self._slots = threading.BoundedSemaphore(query_slots) if query_slots else None
+        self.query_slots = query_slots
         self._lake_state = lake_state(Path(lake)) if lake else None
         self._write_lock = threading.Lock()
         self.cache = ResultCache(cache_rows)
@@ -136,9 +145,26 @@ class Database:
             # and snapshot: wrapping it in a read-only one cost ~1 ms of CPU per request with 8
             # clients (DuckDB's transaction bookkeeping), a fifth of a light query's REST cost.
             with self._cursor() as cur:
-                answer = answers.read(cur, query, bound, limits.row_cap) or run_bound(cur, query, bound, limits)
+                answer = answers.read(cur, query, bound, limits.row_cap)
+                if answer is None:
+                    with self._slot(limits.timeout_ms):
+                        answer = run_bound(cur, query, bound, limits)
             self.cache.put(key, generation, answer)
         return answer
+
+    @contextmanager
+    def _slot(self, timeout_ms: int | None) -> Iterator[None]:
+        """One of the query slots, waited for up to the query's own time limit (Busy past it)."""
+        if self._slots is None:
+            yield
+            return
+        if not self._slots.acquire(timeout=None if timeout_ms is None else timeout_ms / 1000):
+            raise Busy(f"the server is running {self.query_slots} queries already (POLYTRACE_QUERY_SLOTS): "
+                       "try again in a moment")
+        try:
+            yield
+        finally:
+            self._slots.release()
 
     def write(self, fn: Callable[[duckdb.DuckDBPyConnection], T], runs: list[str] | None = None) -> T:
         """Run fn on a writing cursor; one writer at a time. `runs`: the only runs fn may change

@@ -13,7 +13,8 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from polytrace.ingest.contract import IngestError
 from polytrace.ingest.load import NO_SPACE, DiskFull, RunConflict, root_cause
-from polytrace.server.db import Closing
+from polytrace.queries.runner import OutOfMemory
+from polytrace.server.db import Busy, Closing
 
 log = logging.getLogger("polytrace.server")
 
@@ -70,6 +71,11 @@ def explained(request: Request, exc: Exception) -> ApiError:
         return ApiError(422, _validation_message(exc))
     if isinstance(exc, Closing):
         return ApiError(503, str(exc))
+    if isinstance(exc, Busy):
+        return ApiError(503, str(exc), {"Retry-After": "1"})
+    if isinstance(exc, (OutOfMemory, duckdb.OutOfMemoryException)):
+        return ApiError(507, f"out of the server's memory for queries (POLYTRACE_MEMORY_LIMIT): "
+                             f"{str(exc).splitlines()[0]}")
     if isinstance(exc, duckdb.Error):
         cause = root_cause(exc)
         if NO_SPACE in cause:

@@ -12,8 +12,8 @@ from fastapi.concurrency import run_in_threadpool
 from polytrace.queries import display, render
 from polytrace.queries.catalog import ParamError, Query, bind
 from polytrace.queries.findings import collect, finding_queries, stored
-from polytrace.queries.runner import Answer, BadValue, Limits, QueryTimeout
-from polytrace.server.db import Database
+from polytrace.queries.runner import Answer, BadValue, Limits, OutOfMemory, QueryTimeout
+from polytrace.server.db import Busy, Database
 from polytrace.server.errors import ApiError
 from polytrace.settings import Settings
 from polytrace.store.runs import exists
@@ -62,6 +62,10 @@ async def run_for_request(db: Database, settings: Settings, query: Query, bound:
         raise ApiError(504, str(e)) from None
     except BadValue as e:
         raise ApiError(422, str(e)) from None
+    except OutOfMemory as e:
+        raise ApiError(507, f"{e} (the server's POLYTRACE_MEMORY_LIMIT is {settings.memory_limit:,} bytes)") from None
+    except Busy as e:
+        raise ApiError(503, str(e), {"Retry-After": "1"}) from None
 
 
 def _display(params: dict[str, str]) -> dict[str, int | None]:
@@ -99,8 +103,11 @@ async def chart_body(db: Database, settings: Settings, query: Query, params: dic
     shown = _display(params)
     body = render.json_body(await query_result(db, settings, query, params))
     if any(v is not None for v in shown.values()):
-        body.update(display.for_chart(body["columns"], [list(r) for r in body["rows"]], query.chart,
-                                      shown["_points"], shown["_x_from"], shown["_x_to"]))
+        try:
+            body.update(display.for_chart(body["columns"], [list(r) for r in body["rows"]], query.chart,
+                                          shown["_points"], shown["_x_from"], shown["_x_to"]))
+        except display.WindowError as e:
+            raise ApiError(422, f"{query.name}: {e}") from None
     return body
 
 

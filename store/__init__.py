@@ -2,6 +2,7 @@
 connections with their read-only policy, transactions and the Parquet lake layout.
 Nothing here knows a trace format or an HTTP request."""
 from polytrace.store.connection import (  # noqa: A004
+    bound,
     open,
     read_snapshot,
     registered,
@@ -10,4 +11,4 @@ from polytrace.store.connection import (  # noqa: A004
 )
 from polytrace.store.errors import StoreError, Timeout
 
-__all__ = ["open", "read_snapshot", "registered", "time_limit", "transaction", "StoreError", "Timeout"]
+__all__ = ["bound", "open", "read_snapshot", "registered", "time_limit", "transaction", "StoreError", "Timeout"]

@@ -53,6 +53,15 @@ def open(path: str | Path, mode: str = "w") -> duckdb.DuckDBPyConnection:  # noq
 _HELD = re.compile(r"Conflicting lock is held in (?P<exe>.*?) \(PID (?P<pid>\d+)\)")
 
 
+def bound(con: duckdb.DuckDBPyConnection, memory_limit: int | None = None, threads: int | None = None) -> None:
+    """Cap the connection's DuckDB memory (bytes; past it a query spills or fails with
+    OutOfMemoryException) and its worker threads; None leaves DuckDB's own default."""
+    if memory_limit is not None:
+        con.execute(f"SET memory_limit = '{int(memory_limit)}B'")
+    if threads is not None:
+        con.execute(f"SET threads = {int(threads)}")
+
+
 def _why_not(error: str) -> str:
     """DuckDB's reason, or for a file another process holds, which process and what to do."""
     held = _HELD.search(error)

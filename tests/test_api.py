@@ -100,7 +100,7 @@ def extra_queries(tmp_path, monkeypatch):
 def test_health_and_empty_runs(make_server):
     srv = make_server()
     assert httpx.get(f"{srv.url}/api/health").json() == {
-        "ok": True, "version": "0.1.0", "writes_need_token": False}
+        "ok": True, "version": "0.1.0", "writes_need_token": False, "stale": None}
     assert httpx.get(f"{srv.url}/api/runs").json() == {"ok": True, "runs": []}
 
 
@@ -385,6 +385,36 @@ def test_slow_query_is_interrupted_with_504_naming_the_setting(make_server, extr
     assert elapsed < 5, f"interrupt took {elapsed:.1f} s"
     # the connection is still usable afterwards
     assert httpx.get(f"{srv.url}/api/runs").json() == {"ok": True, "runs": []}
+
+
+BIG_LIST_SQL = """-- name: big_list
+-- title: Deliberately large
+-- Test fixture: one list of 50 million numbers (400 MB), which DuckDB cannot spill.
+-- @column n BIGINT  Its length.
+SELECT len(list(range)) AS n FROM range(50000000)
+"""
+
+
+def test_a_query_past_the_memory_limit_is_507_and_the_server_goes_on(make_server, extra_queries):
+    (extra_queries / "big_list.sql").write_text(BIG_LIST_SQL)
+    srv = make_server(memory_limit="64MiB")
+    assert srv.app.state.db.con.execute("SELECT current_setting('memory_limit')").fetchall() == [("64.0 MiB",)]
+    assert_error(httpx.get(f"{srv.url}/api/queries/big_list", timeout=60), 507, "big_list",
+                 "POLYTRACE_MEMORY_LIMIT is 67,108,864 bytes")
+    assert httpx.get(f"{srv.url}/api/queries/non_finite").status_code == 200
+
+
+def test_a_query_that_finds_every_slot_taken_for_its_time_limit_is_503_with_retry_after(make_server, extra_queries):
+    srv = make_server(query_slots=1, query_timeout_ms=300)
+    slots = srv.app.state.db._slots
+    assert slots.acquire(timeout=5)  # a heavy query holds the only slot
+    try:
+        busy = httpx.get(f"{srv.url}/api/queries/non_finite", timeout=30)
+        assert_error(busy, 503, "running 1 queries already", "POLYTRACE_QUERY_SLOTS")
+        assert busy.headers["retry-after"] == "1"
+    finally:
+        slots.release()
+    assert httpx.get(f"{srv.url}/api/queries/non_finite", timeout=30).status_code == 200
 
 
 def test_non_finite_floats_are_null_in_json_and_empty_in_csv(make_server, extra_queries):

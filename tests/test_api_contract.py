@@ -247,6 +247,28 @@ def test_catalog_query_over_rest_equals_the_cli(served, name):
         assert expected, f"no run gives {name} any rows: the comparison proves nothing"
 
 
+DISPLAY_CASES = ({"_x_from": 0}, {"_x_to": 0}, {"_points": 10}, {"_x_from": -5, "_x_to": 10**9, "_points": 10},
+                 {"_x_from": 3, "_x_to": 3}, {"_points": 1})
+
+
+@pytest.mark.parametrize("name", QUERIES)
+def test_every_display_parameter_of_every_query_answers_200_or_422(served, name):
+    app, runs, _ = served
+    takes_run = any("run" in p.name for p in load_catalog()[name].params)
+    params = params_for(name, representative(app, name, runs) if takes_run else "")
+    for shown in DISPLAY_CASES:
+        answer = app.get(f"/api/queries/{name}", params={**params, **shown})
+        body = answer.json()
+        assert answer.status_code in (200, 422), (shown, body)
+        if answer.status_code == 422:  # a window over an axis of labels, or too few points: said
+            said = "must be between 10 and" if shown == {"_points": 1} else "holds labels, not steps"
+            assert set(body) == {"ok", "error", "status"} and said in body["error"], body
+        elif shown == {"_points": 1}:
+            pytest.fail(f"_points=1 answered {answer.status_code}")
+        else:
+            assert body["ok"] is True and "x_bounds" in body, (shown, body)
+
+
 def test_openapi_operations_are_named_and_documented(served):
     app, _, _ = served
     spec = app.get("/openapi.json").json()

@@ -451,6 +451,31 @@ def test_a_full_disk_is_507_and_the_database_takes_the_next_upload(make_server, 
         assert upload(again, [("packed_lengths_step_3.jsonl", PACKED.replace(b"10", b"12"))]).status_code == 201
 
 
+def test_a_server_starts_on_a_full_disk_and_says_which_answers_are_stale(small_disk, tmp_path):
+    from polytrace.settings import Settings
+    from tests.conftest import LiveServer
+    from tests.goldens import load_case
+
+    db = small_disk / "server.duckdb"
+    load_case("findings", str(db)).close()
+    con = store.open(db, "w")
+    con.execute("UPDATE run_overview SET catalog = 'older' WHERE run_id = 'r1'")  # an older catalog's line
+    con.close()
+    filler = fill(small_disk, leave=0)
+    with LiveServer(Settings(db=str(db))) as srv:
+        health = httpx.get(f"{srv.url}/api/health").json()
+        if health["stale"] is None:  # DuckDB found room in pages it holds: nothing to say
+            pytest.skip("the refresh found room on the full disk")
+        assert "summing them up again failed at start-up" in health["stale"]
+        assert "No space left on device" in health["stale"]
+        page = httpx.get(f"{srv.url}/")
+        assert page.status_code == 200 and 'id="stale-note"' in page.text
+        assert httpx.get(f"{srv.url}/api/runs/r1/findings").status_code == 200
+    filler.unlink()
+    with LiveServer(Settings(db=str(db))) as again:  # with room: summed up, nothing to say
+        assert httpx.get(f"{again.url}/api/health").json()["stale"] is None
+
+
 # --- 9, 10. bad values, deep names, catalog files that are not one SELECT --------------------------
 
 @pytest.mark.parametrize("value", ["²", "99999999999", "0", "-1", "8.0", "٣"])

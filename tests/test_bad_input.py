@@ -130,6 +130,10 @@ CASES = [
      lambda t: ([packed(t, GOOD)], ["--format", "parquet-lake", "--force"], {}),
      "packed_lengths_step_1.jsonl: a Parquet lake is a directory (table=<name>/run_id=<id>/part-0.parquet), "
      "not a file"),
+    # a name's escape sequences (clear the screen) and newline are escaped, not sent to the terminal
+    ("a name with control characters",
+     lambda t: ([packed(t, "just notes\n", name="x\x1b[2J\nsecond.jsonl")], ["--format", "polytrace-packed"], {}),
+     "x\\x1b[2J\\nsecond.jsonl: "),
 ]
 
 
@@ -141,7 +145,7 @@ def test_bad_input_leaves_one_line_and_one_failed_row(db, tmp_path, make, reason
     assert out.returncode != 0
     lines = out.stderr.splitlines()
     assert len(lines) == 1, out.stderr
-    assert lines[0].startswith("error: ") and "Traceback" not in out.stderr
+    assert lines[0].startswith("error: ") and "Traceback" not in out.stderr and "\x1b" not in out.stderr
     assert reason in lines[0]
     assert out.stdout == ""
     after = snapshot(db)

@@ -151,6 +151,9 @@ def test_page_routes(tmp_path, make_server):
                                 params={"run_id": run_id, "_x_from": 5, "_x_to": 1})
     assert reversed_window.status_code == 422 and reversed_window.json()["error"] == (
         "the step window is reversed: _x_from 5 is after _x_to 1")
+    # a histogram's x is bucket labels: a step window over it is a 422 that says so, not a 500
+    labels = httpx.get(f"{srv.url}/api/queries/length_histogram", params={"run_id": run_id, "_x_from": 0})
+    assert labels.status_code == 422 and labels.json()["error"].startswith("length_histogram: its x axis (")
     assert httpx.get(f"{srv.url}/ui/chart/length_stats").status_code == 404  # one data route
     # The catalog page groups queries under the catalog's sections, in its order.
     shown = re.findall(r'<section class="section" data-section="([^"]+)"', httpx.get(f"{srv.url}/queries").text)

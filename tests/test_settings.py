@@ -28,6 +28,7 @@ def test_every_field_reads_its_variable_and_a_given_value_wins(monkeypatch):
     default = settings.Settings()
     assert (default.db, default.port, default.token, default.cors_origins, default.parse_jobs,
             default.tokenizer) == ("polytrace.duckdb", 8000, None, [], None, None)
+    assert (default.memory_limit, default.threads, default.query_slots) == (2 * 1024**3, None, 4)
     monkeypatch.setenv("POLYTRACE_PORT", "9000")
     monkeypatch.setenv("POLYTRACE_TOKEN", "")  # blank: no token
     monkeypatch.setenv("POLYTRACE_ALLOWED_HOSTS", '["a.example", "b.example"]')
@@ -51,6 +52,8 @@ def test_every_field_reads_its_variable_and_a_given_value_wins(monkeypatch):
     ("POLYTRACE_QUERY_TIMEOUT_MS", "soon", "setting POLYTRACE_QUERY_TIMEOUT_MS: not an integer: 'soon'"),
     ("POLYTRACE_UPLOAD_TIMEOUT_S", "-1", "setting POLYTRACE_UPLOAD_TIMEOUT_S: must be more than 0, not -1.0"),
     ("POLYTRACE_CORS_ORIGINS", "[not json", "setting POLYTRACE_CORS_ORIGINS: not a JSON list: '[not json'"),
+    ("POLYTRACE_MEMORY_LIMIT", "all of it", "setting POLYTRACE_MEMORY_LIMIT: not a size: 'all of it'"),
+    ("POLYTRACE_QUERY_SLOTS", "0", "setting POLYTRACE_QUERY_SLOTS: must be 1 or more, not 0"),
 ])
 def test_a_bad_value_is_one_line_naming_the_variable(monkeypatch, name, value, message):
     monkeypatch.setenv(name, value)

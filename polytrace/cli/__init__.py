@@ -10,7 +10,7 @@ import sys
 
 def main(argv: list[str] | None = None) -> int:
     from polytrace import store
-    from polytrace.cli.errors import CliError
+    from polytrace.cli.errors import CliError, shown
     from polytrace.cli.parser import build_parser
     from polytrace.ingest.contract import IngestError
     from polytrace.queries.catalog import CatalogError, ParamError
@@ -23,7 +23,7 @@ def main(argv: list[str] | None = None) -> int:
         return args.func(args)
     except (IngestError, ParamError, CliError, WorkloadError, store.StoreError, QueryError,
             SettingsError, CatalogError) as e:
-        print(f"error: {e}", file=sys.stderr)
+        print(f"error: {shown(e)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("error: interrupted", file=sys.stderr)

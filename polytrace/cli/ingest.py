@@ -5,7 +5,7 @@ import sys
 from pathlib import Path
 
 from polytrace import service, store
-from polytrace.cli.errors import CliError
+from polytrace.cli.errors import CliError, shown
 from polytrace.cli.output import ingest_options
 from polytrace.ingest.run_facts import GIVEN_FRAMEWORK, GIVEN_RUN_FACTS
 from polytrace.store import vocabulary
@@ -76,7 +76,7 @@ def _progress_bar():
 def _report(result, state: str) -> None:
     """An ingest's warnings and row counts, on stderr: stdout carries only run ids."""
     for w in result.warnings:
-        print(f"warning: {w}", file=sys.stderr)
+        print(f"warning: {shown(w)}", file=sys.stderr)
     rows = ", ".join(f"{t}={n}" for t, n in result.rows.items())
     print(f"{state} {result.format}: {rows}", file=sys.stderr)
 

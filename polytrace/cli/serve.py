@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import sys
 
-from polytrace.cli.errors import CliError
+from polytrace.cli.errors import CliError, shown
 from polytrace.cli.following import follow_options, watched
 
 
@@ -43,9 +43,10 @@ def run(args, listening=None) -> int:
 
         watching = app.state.watching = Watching(app.state.db, app.state.overview_lines, directories,
                                                  settle_s=args.settle, poll_s=args.poll,
+                                                 say=lambda text: print(f"watch: {shown(text)}", file=sys.stderr),
                                                  options=IngestOptions.of(settings)).start()
         for run_id, d in watching.runs.items():
-            print(f"following {d} as run {run_id}", file=sys.stderr)
+            print(f"following {shown(d)} as run {run_id}", file=sys.stderr)
     try:
         uvicorn.Server(uvicorn.Config(app, log_level="warning")).run(sockets=[listening])
     finally:

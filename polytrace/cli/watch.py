@@ -4,7 +4,7 @@ from __future__ import annotations
 import sys
 
 from polytrace import store
-from polytrace.cli.errors import CliError
+from polytrace.cli.errors import CliError, shown
 from polytrace.cli.following import follow_options, watched
 from polytrace.cli.output import ingest_options
 
@@ -35,7 +35,7 @@ def run(args) -> int:
         raise CliError(f"--server {args.server!r}: expected the server's address as http://HOST:PORT")
 
     def say(text: str) -> None:
-        print(f"watch: {text}", file=sys.stderr)
+        print(f"watch: {shown(text)}", file=sys.stderr)
 
     lines = None
     if args.server:  # the server keeps the overview lines of what it is sent
@@ -50,7 +50,7 @@ def run(args) -> int:
         followers = [watch.follower(d, sink_for, settle_s=args.settle, final=args.once, say=say)
                      for d in directories]
         for f, d in zip(followers, directories):
-            print(f"following {d} as run {f.sink.run_id}", file=sys.stderr)
+            print(f"following {shown(d)} as run {f.sink.run_id}", file=sys.stderr)
             if lines:  # a watcher killed between an append and its line: the line, again
                 lines.mark(f.sink.run_id)
         went_through = watch.follow(followers, threading.Event(), args.poll, say, once=args.once, lines=lines)

@@ -21,6 +21,7 @@ class Health(BaseModel):
     ok: bool = True
     version: str
     writes_need_token: bool
+    stale: str | None = None  # why some runs' stored answers are stale (a refresh at start-up failed)
 
 
 class RunList(BaseModel):
@@ -67,7 +68,8 @@ def router() -> APIRouter:
 
 
 async def health(request: Request, settings: SettingsDep) -> dict:
-    return {"ok": True, "version": request.app.version, "writes_need_token": settings.token is not None}
+    return {"ok": True, "version": request.app.version, "writes_need_token": settings.token is not None,
+            "stale": request.app.state.stale}
 
 
 async def list_runs(request: Request, response: Response, db: DbDep, settings: SettingsDep) -> Any:
