@@ -55,7 +55,8 @@ def append_chunk(con, run_id: str, chunk: Chunk, *, name: str | None = None,
         rows = _write_live(con, run_id, taken.parsed.tables, taken.replace)
         facts_changed = _live_facts(con, run_id, fmt, taken.parsed, source, chunk.file_name)
         state = live.FileState(taken.committed, fmt.name, chunk.identity or state.identity,
-                               chunk.mtime, steps if how != "lines" else [], state.note)
+                               chunk.mtime, steps if how != "lines" else [], state.note,
+                               (state.tail + taken.taken)[-live.TAIL_BYTES:] if how == "lines" else b"")
         _keep_state(con, run_id, chunk, state, fmt, taken.notes, rows, taken.parsed.warnings, source)
         _mark_live(con, run_id, steps)
         if facts_changed or steps:  # a run column the aggregates read (the cap) changes every step's
@@ -72,6 +73,7 @@ class _Taken:
     committed: int
     replace: list[int] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    taken: bytes = b""  # a log's bytes taken, for the tail a resend is checked against
 
 
 def _take_lines(con, run_id: str, chunk: Chunk, state: live.FileState, fmt: Format,
@@ -83,7 +85,8 @@ def _take_lines(con, run_id: str, chunk: Chunk, state: live.FileState, fmt: Form
             _keep_state(con, run_id, chunk, live.FileState(0, fmt.name, chunk.identity, note=state.note),
                         fmt, [], source=source)
         return live.Appended(state.committed)
-    return _Taken(_parse_chunk(fmt, chunk.file_name, taken, state.committed), state.committed + len(taken))
+    return _Taken(_parse_chunk(fmt, chunk.file_name, taken, state.committed), state.committed + len(taken),
+                  taken=taken)
 
 
 def _take_whole(chunk: Chunk, state: live.FileState, fmt: Format, how: str) -> _Taken | Appended:
@@ -153,8 +156,17 @@ def _whole_lines(con, run_id: str, chunk: Chunk, state: live.FileState, fmt: For
     if chunk.offset > state.committed:
         raise live.Gap(chunk.file_name, state.committed)
     data = chunk.data if chunk.data is not None else sources.read_bytes(chunk.path)
+    _same_as_committed(chunk.file_name, data, chunk.offset, state)
     taken = live.whole_lines(data[state.committed - chunk.offset:])
     return _filter_ready(con, run_id, taken) if fmt.name == "polytrace-filter" else taken
+
+
+def _same_as_committed(file_name: str, data: bytes, offset: int, state: live.FileState) -> None:
+    """Raise Diverged when the bytes `data` (from `offset`) resends differ from the committed tail."""
+    start = state.committed - len(state.tail)
+    lo, hi = max(offset, start), min(offset + len(data), state.committed)
+    if lo < hi and data[lo - offset:hi - offset] != state.tail[lo - start:hi - start]:
+        raise live.Diverged(file_name, state.committed, offset)
 
 
 def _filter_ready(con, run_id: str, data: bytes) -> bytes:
@@ -307,9 +319,9 @@ def _keep_state(con, run_id: str, chunk: Chunk, state: live.FileState, fmt: Form
     notes = [*([state.note] if state.note else []), *notes]
     con.execute("DELETE FROM live_files WHERE live_run = ? AND file_name = ?", [run_id, chunk.file_name])
     con.execute("INSERT INTO live_files (live_run, file_name, format, committed, identity, mtime, steps, note, "
-                "updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "updated_at, tail) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 [run_id, chunk.file_name, fmt.name, state.committed, state.identity, state.mtime,
-                 state.steps, "; ".join(notes) or None, when])
+                 state.steps, "; ".join(notes) or None, when, state.tail or None])
     if not exists(con, run_id):
         return
     shown = f"{source}/{chunk.file_name}" if source else chunk.file_name

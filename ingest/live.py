@@ -56,6 +56,20 @@ class Gap(IngestError):
         self.offset = offset
 
 
+class Diverged(Gap):
+    """An append whose bytes before the committed offset differ from the bytes committed there (a
+    second writer of the same file, or a file rewritten in place): refused, naming the offset."""
+
+    def __init__(self, name: str, offset: int, at: int):
+        IngestError.__init__(self, name, f"the bytes from {at} differ from the ones the run holds up to byte "
+                                         f"{offset}: another writer sent this file's bytes (resend from byte {offset})")
+        self.offset = offset
+
+
+# How many of a log's last committed bytes are kept to check a resend against
+TAIL_BYTES = 64
+
+
 def live_run_id(directory: str | Path) -> str:
     """The run a followed directory appends to: stable across restarts, from its absolute path."""
     return hashlib.sha256(f"live:{Path(directory).resolve()}".encode()).hexdigest()[:12]
@@ -102,6 +116,7 @@ class FileState:
     mtime: float | None = None
     steps: list[int] = field(default_factory=list)
     note: str | None = None
+    tail: bytes = b""  # a log's last committed bytes (TAIL_BYTES): what a resend must repeat
 
     def as_dict(self) -> dict:
         return {"committed": self.committed, "format": self.format, "identity": self.identity,
@@ -123,9 +138,9 @@ class Appended:
 
 def file_states(con, run_id: str) -> dict[str, FileState]:
     """Every followed file of a live run, by name."""
-    rows = con.execute("SELECT file_name, committed, format, identity, mtime, steps, note FROM live_files "
+    rows = con.execute("SELECT file_name, committed, format, identity, mtime, steps, note, tail FROM live_files "
                        "WHERE live_run = ? ORDER BY file_name", [run_id]).fetchall()
-    return {r[0]: FileState(r[1] or 0, r[2], r[3], r[4], list(r[5] or []), r[6]) for r in rows}
+    return {r[0]: FileState(r[1] or 0, r[2], r[3], r[4], list(r[5] or []), r[6], bytes(r[7] or b"")) for r in rows}
 
 
 def record_note(con, run_id: str, file_name: str, note: str) -> None:

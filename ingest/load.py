@@ -93,9 +93,10 @@ def ingest_paths(
                 existing = con.execute(
                     "SELECT run_id, format FROM runs WHERE sha256 = ? ORDER BY created_at LIMIT 1",
                     [digest]).fetchone()
-                if existing:
+                if existing:  # what collecting skipped is said all the same
+                    said = [n for f in files for n in f.notes]
                     return IngestResult(existing[0], existing[1], row_counts(con, existing[0]), existing=True,
-                                        warnings=_not_applied(existing, format, checked_overrides(run_overrides)))
+                                        warnings=said + _not_applied(existing, format, checked_overrides(run_overrides)))
             run_id = new_run_id(con, digest)
             return write_run(con, run_id, digest, files, name or default_name(paths, names), progress,
                              checked_overrides(run_overrides))
@@ -203,8 +204,8 @@ def _found_inputs(paths: list[Path], forced: str | None, names: Mapping[Path, st
     if not files:
         shown = ", ".join(sources.display(p, names) for p in paths)
         raise IngestError(shown, "no recognised trace file", name_the_format())
-    files[0].notes = notes + [f"{where}: skipped {len(skipped)} {what}(s) no format recognises, "
-                              f"e.g. {skipped[0]}" for (where, what), skipped in unrecognised.items()]
+    files[0].notes = notes + [f"{where}: skipped {len(skipped)} {what}(s) no format recognises: "
+                              f"{sources.listed(skipped)}" for (where, what), skipped in unrecognised.items()]
     files[0].notes += repeats
     return files
 

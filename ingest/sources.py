@@ -236,6 +236,15 @@ def short(name: str) -> str:
     return PurePosixPath(name.replace("\\", "/")).name
 
 
+NAMED = 10  # names a message lists before it counts the rest
+
+
+def listed(names: list[str]) -> str:
+    """Every name, or the first NAMED and how many more: what was skipped, said in full."""
+    shown = ", ".join(names[:NAMED])
+    return shown + (f" and {len(names) - NAMED} more" if len(names) > NAMED else "")
+
+
 # --- inputs -------------------------------------------------------------------------------------
 
 @dataclass
@@ -340,7 +349,7 @@ def members(archive: Source, spool: Spool) -> Iterator[Source]:
             first = source
         yield source
     if first is not None:
-        first.notes += [f"{archive.label}: skipped {len(names)} {why} member(s), e.g. {names[0]}"
+        first.notes += [f"{archive.label}: skipped {len(names)} {why} member(s): {listed(names)}"
                         for why, names in skipped.items()]
 
 

@@ -97,6 +97,14 @@ def _above_zero(parse: Callable[[Any], Any]):
     return checked
 
 
+def _one_of(*choices: str):
+    def checked(value: Any) -> str:
+        if str(value) not in choices:
+            raise ValueError(f"must be one of {', '.join(choices)}, not {value!r}")
+        return str(value)
+    return checked
+
+
 def _optional(parse: Callable[[Any], Any]):
     """None for no value or a blank one, else `parse`'s."""
     return lambda value: None if value in (None, "") else parse(value)
@@ -127,8 +135,11 @@ FIELDS: dict[str, tuple[Any, Callable[[Any], Any]]] = {
     "row_cap": (100_000, _above_zero(_integer)),
     # Rows of recent query answers kept in memory (emptied by every upload and delete); 0 is off.
     "result_cache_rows": (100_000, _at_least(0)),
-    # Bearer token that POST and DELETE must present; reads stay open.
+    # Bearer token that POST and DELETE must present.
     "token": (None, _optional(str)),
+    # Whether reads need the token too: "required" (every page, query, export and /docs),
+    # "open", or unset: required when the server binds a non-loopback address with a token.
+    "read_token": (None, _optional(_one_of("required", "open"))),
     # Origins allowed by CORS: comma-separated or a JSON list; empty means CORS is off.
     "cors_origins": ((), _names),
     # Host names the server answers to besides loopback ones and `host` (comma-separated or a
@@ -171,6 +182,7 @@ class Settings:
     row_cap: int
     result_cache_rows: int
     token: str | None
+    read_token: str | None
     cors_origins: list[str]
     allowed_hosts: list[str]
     parse_jobs: int | None
@@ -189,6 +201,9 @@ class Settings:
                 setattr(self, name, check(value))
             except ValueError as e:
                 raise SettingsError(f"setting {variable}: {e}") from None
+        if self.read_token == "required" and not self.token:
+            raise SettingsError(f"setting {VARIABLES['read_token']}: required needs a token to show "
+                                f"(set {VARIABLES['token']})")
 
     def __repr__(self) -> str:
         shown = {name: "***" if name == "token" and self.token else getattr(self, name) for name in FIELDS}
@@ -197,6 +212,13 @@ class Settings:
     @property
     def loopback(self) -> bool:
         return is_loopback(self.host)
+
+    @property
+    def reads_need_token(self) -> bool:
+        """Reads show the token: asked for, or by default on a non-loopback address with a token."""
+        if self.read_token is not None:
+            return self.read_token == "required"
+        return bool(self.token) and not self.loopback
 
     def exposure_warning(self) -> str | None:
         """A warning when anyone on the network could upload and delete runs."""

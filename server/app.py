@@ -19,6 +19,7 @@ from polytrace.server import errors
 from polytrace.server.db import Database
 from polytrace.server.responses import CompressedStaticFiles, Json
 from polytrace.server.routers import live, pages, queries, runs, simulate, uploads
+from polytrace.server.read_gate import ReadGate
 from polytrace.server.security import HostCheck, SecurityHeaders, csrf_token
 from polytrace.server.uploads import remove_stale
 from polytrace.server.watch import OverviewLines
@@ -65,7 +66,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.add_middleware(CORSMiddleware, allow_origins=settings.cors_origins,
                            allow_methods=["GET", "POST", "DELETE"],
                            allow_headers=["Authorization", "Content-Type"])
-    # outermost last: the Host check runs first, then every answer gets the security headers
+    # outermost last: the Host check runs first, then every answer gets the security headers,
+    # then reads show the token where they must
+    app.add_middleware(ReadGate, settings=settings)
     app.add_middleware(SecurityHeaders)
     app.add_middleware(HostCheck, settings=settings)
     # the catalog first: FastAPI tries the routes in turn, and most requests are a chart's query

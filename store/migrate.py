@@ -28,7 +28,7 @@ SCHEMA_VERSION = 8
 # gpu_events.trace_start_us (NULL for the events already loaded: one trace file per rank, as
 # before). Version 7 adds the async run facts runs.trainer_gpus, rollout_gpus and max_staleness.
 # Version 8 gives ingests a warnings column: a loaded file's warnings move there from error,
-# which keeps only a failed file's reason.
+# which keeps only a failed file's reason; and live_files a tail (a log's last committed bytes).
 MIGRATIONS: dict[int, tuple[str, ...]] = {
     2: (),
     3: ("ALTER TABLE runs ADD COLUMN IF NOT EXISTS length_unit VARCHAR",),
@@ -39,7 +39,8 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
         "ALTER TABLE runs ADD COLUMN IF NOT EXISTS rollout_gpus INTEGER",
         "ALTER TABLE runs ADD COLUMN IF NOT EXISTS max_staleness INTEGER"),
     8: ("ALTER TABLE ingests ADD COLUMN IF NOT EXISTS warnings VARCHAR",
-        "UPDATE ingests SET warnings = error, error = NULL WHERE status = 'ok' AND error IS NOT NULL"),
+        "UPDATE ingests SET warnings = error, error = NULL WHERE status = 'ok' AND error IS NOT NULL",
+        "ALTER TABLE live_files ADD COLUMN IF NOT EXISTS tail BLOB"),
 }
 # Derived tables an older schema had: a lake exported then still holds them, and a restore
 # leaves them out without a word.

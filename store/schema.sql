@@ -361,5 +361,6 @@ CREATE TABLE IF NOT EXISTS live_files (
     steps      INTEGER[], -- the steps a whole step file held (reloaded together if the file changes)
     note       VARCHAR,   -- the last warning said about the file (truncated, rotated, stopped parsing), said once
     updated_at TIMESTAMP, -- when its last bytes were committed (UTC)
+    tail       BLOB,      -- a log's last committed bytes (up to 64): bytes resent over them must be the same
     PRIMARY KEY (live_run, file_name)
 );

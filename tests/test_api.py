@@ -100,7 +100,7 @@ def extra_queries(tmp_path, monkeypatch):
 def test_health_and_empty_runs(make_server):
     srv = make_server()
     assert httpx.get(f"{srv.url}/api/health").json() == {
-        "ok": True, "version": "0.1.0", "writes_need_token": False, "stale": None}
+        "ok": True, "version": "0.1.0", "writes_need_token": False, "reads_need_token": False, "stale": None}
     assert httpx.get(f"{srv.url}/api/runs").json() == {"ok": True, "runs": []}
 
 

@@ -323,10 +323,15 @@ def test_a_zip_of_packed_files_ingests_like_the_files(tmp_path, capsys):
             (f"{archive}!logs/packed_lengths_step_0.jsonl", "polytrace-packed"),
             (f"{archive}!logs/packed_lengths_step_1.jsonl", "polytrace-packed")]
         assert sorted(e for _, _, e in log if e) == [
-            "run.zip: skipped 1 hidden member(s), e.g. logs/.DS_Store; "
-            "run.zip: skipped 1 member(s) no format recognises, e.g. logs/README.md"]
+            "run.zip: skipped 1 hidden member(s): logs/.DS_Store; "
+            "run.zip: skipped 1 member(s) no format recognises: logs/README.md"]
         # the same content as the files themselves: the same run
         assert ingest_paths(con, [dapo]).existing
+        # the archive again: the same run, and what it skipped is said again, not dropped
+        again = ingest_paths(con, [archive])
+        assert again.existing and again.warnings == [
+            "run.zip: skipped 1 hidden member(s): logs/.DS_Store",
+            "run.zip: skipped 1 member(s) no format recognises: logs/README.md"]
     finally:
         con.close()
 
@@ -344,7 +349,7 @@ def test_a_directory_says_what_it_skipped_and_hashes_only_what_it_reads(con, tmp
     sha256_file = sources.sha256_file
     monkeypatch.setattr(sources, "sha256_file", lambda path: hashed.append(path.name) or sha256_file(path))
     result = ingest_paths(con, [job])
-    assert result.warnings == ["job: skipped 1 file(s) no format recognises, e.g. global_step_10/model.pt"]
+    assert result.warnings == ["job: skipped 1 file(s) no format recognises: global_step_10/model.pt"]
     assert sorted(hashed) == sorted(p.name for p in (FORMATS / "dapo").iterdir())
 
 
@@ -394,3 +399,11 @@ def test_a_utf8_byte_order_mark_hides_nothing(con, tmp_path, name, text, table, 
     plain.write_bytes(text)
     fresh = ingest_paths(con, [plain], force=True)
     assert fresh.rows == result.rows
+
+
+def test_what_was_skipped_is_named_in_full_up_to_ten_then_counted():
+    from polytrace.ingest.sources import listed
+
+    assert listed(["a"]) == "a"
+    assert listed([f"f{i}" for i in range(10)]) == ", ".join(f"f{i}" for i in range(10))
+    assert listed([f"f{i}" for i in range(13)]) == ", ".join(f"f{i}" for i in range(10)) + " and 3 more"

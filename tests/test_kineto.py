@@ -169,7 +169,7 @@ def test_zip_of_rank_files_is_one_run(con, tmp_path):
     assert con.execute("SELECT rank, source, rank_from, gpu_events FROM gpu_ranks WHERE run_id = ? ORDER BY rank",
                        [result.run_id]).fetchall() == [
         (0, "job.zip!job/rank0.json.gz", "file name", 2), (1, "job.zip!job/rank1.json", "file name", 2)]
-    assert result.warnings == ["job.zip: skipped 1 member(s) no format recognises, e.g. job/README.txt"]
+    assert result.warnings == ["job.zip: skipped 1 member(s) no format recognises: job/README.txt"]
     # the ingest log names each member as archive!member
     assert con.execute("SELECT file_name, format FROM ingests WHERE run_id = ? ORDER BY file_name",
                        [result.run_id]).fetchall() == [

@@ -397,6 +397,25 @@ def test_appends_are_idempotent_and_a_gap_names_the_offset_to_resend_from(con):
         (1, "actor/lr", 1e-06), (1, "timing_s/step", 10.0), (2, "timing_s/step", 9.0), (3, "timing_s/step", 1.5)]
 
 
+def test_a_second_writer_of_the_same_bytes_with_other_content_is_refused_naming_the_committed_offset(con):
+    from polytrace.ingest.live import Diverged
+
+    first = b"step:1 - timing_s/step:10.0\nstep:2 - timing_s/step:8.0\n"
+    other = b"step:1 - timing_s/step:10.0\nstep:2 - timing_s/step:9.0\n"  # same length, one byte differs
+    got = append_chunk(con, "live1", Chunk("output.log", 0, first, format="verl-console"), name="r")
+    with pytest.raises(Diverged) as diverged:
+        append_chunk(con, "live1", Chunk("output.log", 0, other + b"step:3 - timing_s/step:7.0\n"))
+    assert diverged.value.offset == got.committed == len(first)
+    assert "differ from the ones the run holds up to byte 55" in str(diverged.value)
+    # nothing of it was taken; the same bytes again, and more, are
+    assert con.execute("SELECT count(*) FROM step_metrics WHERE run_id = 'live1'").fetchall() == [(2,)]
+    more = append_chunk(con, "live1", Chunk("output.log", 0, first + b"step:3 - timing_s/step:7.0\n"))
+    assert more.steps == [3]
+    # a resend that overlaps only the last committed bytes is checked on them too
+    with pytest.raises(Diverged):
+        append_chunk(con, "live1", Chunk("output.log", more.committed - 3, b"9.0\n"))
+
+
 def test_a_step_file_waits_until_complete_and_a_filter_line_until_its_step(con):
     flt = b'{"workload_step": 0, "prompt_count": 2, "kept_prompt_indices": [1], "used_prompt_indices": [1]}\n'
     held = append_chunk(con, "live2", Chunk(FILTER, 0, flt, format="polytrace-filter"), name="r")

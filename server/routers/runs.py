@@ -21,6 +21,7 @@ class Health(BaseModel):
     ok: bool = True
     version: str
     writes_need_token: bool
+    reads_need_token: bool = False
     stale: str | None = None  # why some runs' stored answers are stale (a refresh at start-up failed)
 
 
@@ -69,6 +70,7 @@ def router() -> APIRouter:
 
 async def health(request: Request, settings: SettingsDep) -> dict:
     return {"ok": True, "version": request.app.version, "writes_need_token": settings.token is not None,
+            "reads_need_token": settings.reads_need_token,
             "stale": request.app.state.stale}
 
 
