@@ -217,3 +217,55 @@ def test_a_character_cut_by_a_batch_is_still_utf8(tmp_path, monkeypatch):
     path.write_bytes(path.read_bytes().replace("é".encode(), b"\xff", 1))
     with pytest.raises(IngestError, match=r"not UTF-8 text \(byte 45\)"):
         registry.get("polytrace-2025").parse(path)
+
+
+def test_a_ray_timeline_bomb_is_refused_in_bounded_memory(tmp_path):
+    """300 MiB of task spans in a ~1 MB gzip (the reader held ~8.7x the inflated size when it read
+    the file whole): streamed, and refused once it holds more spans than Ray ever keeps."""
+    import os
+
+    span = json.dumps({"cat": "task::WorkerDict.actor_rollout_generate_sequences", "ph": "X",
+                       "name": "actor_rollout_generate_sequences", "pid": "10.0.0.1",
+                       "tid": "worker:" + "ab" * 28, "ts": 1000.0, "dur": 5.0, "args": {"task_id": "01"}})
+    block = ((span + ",") * (MB // (len(span) + 1))).encode()
+    path = tmp_path / "timeline.json.gz"
+    copies = 300 * MB // len(block)
+    member = gzip.compress(block, mtime=0)
+    with open(path, "wb") as f:
+        f.write(gzip.compress(b"[", mtime=0))
+        f.writelines(member for _ in range(copies))
+        f.write(gzip.compress(span.encode() + b"]", mtime=0))
+    assert path.stat().st_size < 4 * MB
+    env = {k: v for k, v in os.environ.items() if not k.startswith("POLYTRACE_")}
+    peak, out = peak_tree_rss([str(path), str(tmp_path / "t.duckdb")], env)
+    assert out == ("refused timeline.json.gz: more than 1,000,000 task spans: more than ten times what Ray "
+                   "keeps (100,000 task events by default), not a Ray timeline")
+    print(f"\nRay timeline bomb: {copies * len(block) / 1e6:.0f} MB inflated, peak RSS of the process tree {peak:.0f} MB")
+    assert peak < BASELINE_MB + 262, f"peak RSS {peak:.0f} MB"
+
+
+def test_a_wandb_log_bomb_is_refused_in_bounded_memory(tmp_path):
+    """A ~1 MB gzip of a 300 MiB W&B record log whose one record never ends (a FIRST piece, then
+    MIDDLE pieces): read a block at a time and refused at 64 MiB of record, not read whole."""
+    import os
+    import zlib
+
+    from polytrace.ingest.formats import wandb_offline as w
+
+    def piece(kind: int, payload: bytes) -> bytes:
+        return w.PIECE.pack(zlib.crc32(payload, zlib.crc32(bytes([kind]))), len(payload), kind) + payload
+
+    first = w.HEADER.pack(w.IDENT, w.MAGIC, w.VERSION) + piece(w.FIRST, b"\x12" * (w.BLOCK - 14))
+    middle = piece(w.MIDDLE, b"\x12" * (w.BLOCK - 7))
+    blocks = middle * 32  # 1 MiB
+    path = tmp_path / "run-bomb.wandb.gz"
+    with open(path, "wb") as f:
+        f.write(gzip.compress(first, mtime=0))
+        member = gzip.compress(blocks, mtime=0)
+        f.writelines(member for _ in range(300))
+    assert path.stat().st_size < 4 * MB
+    env = {k: v for k, v in os.environ.items() if not k.startswith("POLYTRACE_")}
+    peak, out = peak_tree_rss([str(path), str(tmp_path / "t.duckdb")], env)
+    assert out.startswith("refused run-bomb.wandb.gz: a record of more than 64 MiB at byte ")
+    print(f"\nW&B log bomb: 300 MiB inflated, peak RSS of the process tree {peak:.0f} MB")
+    assert peak < BASELINE_MB + 262, f"peak RSS {peak:.0f} MB"

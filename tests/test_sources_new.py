@@ -460,7 +460,8 @@ def test_wandb_log_decoding_agrees_with_the_wandb_protobuf_classes(wandb_run):
     from wandb.proto import wandb_internal_pb2 as pb
 
     warnings: list[str] = []
-    payloads = list(wandb_offline.records(wandb_run.read_bytes(), wandb_run, warnings))
+    with open(wandb_run, "rb") as stream:
+        payloads = list(wandb_offline.records(stream, wandb_run, warnings))
     assert warnings == [] and piece_kinds(wandb_run.read_bytes()) >= {wandb_offline.FIRST, wandb_offline.LAST}
     theirs, ours = [], []
     for payload in payloads:

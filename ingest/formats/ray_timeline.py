@@ -15,8 +15,10 @@ task:execute, task:store_outputs) and the driver's submit_task events are not ke
 verl calls its workers' methods through a colocated WorkerDict as `<role>_<method>`
 (actor_rollout_generate_sequences, ref_compute_ref_log_prob, critic_update_critic ...), and the
 async rollout as AgentLoopWorker.generate_sequences; the method gives the stage under verl's
-timing_s/<stage> name (STAGES). The file is read whole: Ray keeps a bounded number of task
-events, so a timeline stays small next to the other traces.
+timing_s/<stage> name (STAGES). The file is streamed in chunks of events (trace_events.EventStream)
+and only task spans are kept, each in a few shared strings and two floats; Ray's GCS keeps 100,000
+task events by default (RAY_task_events_max_num_task_in_gcs), so a timeline of more than
+MAX_SPANS task spans is refused rather than held.
 
 Steps are inferred from the trainer's own calls: verl's step k ends with its update round
 (update_actor, or update_critic during critic warmup) and starts with the last rollout round
@@ -29,12 +31,14 @@ order (a resumed run's steps start at 1 again). Without both kinds of round no s
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import math
 import re
+import zlib
 from bisect import bisect_right
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import msgspec
 import pyarrow as pa
@@ -42,7 +46,8 @@ import pyarrow as pa
 from polytrace.ingest.canonical import table
 from polytrace.ingest.contract import Format, IngestError, Parsed, Sample
 from polytrace.ingest.sniffing import looks_binary
-from polytrace.ingest.sources import check_utf8, read_bytes
+from polytrace.ingest.sources import Budget, max_inflate_bytes, open_stream
+from polytrace.ingest.trace_events import EventStream
 
 TASK = "task::"
 # verl worker method (after its role prefix) -> the verl stage (timing_s/<stage>) it serves
@@ -61,6 +66,8 @@ STAGES = {
 ROLLOUT, UPDATES = "gen", ("update_actor", "update_critic")
 SPAN_TYPES = {"step": pa.int32(), "node": pa.string(), "worker": pa.string(), "actor": pa.string(),
               "name": pa.string(), "stage": pa.string(), "ts_us": pa.float64(), "dur_us": pa.float64()}
+# Ten times what Ray's GCS keeps by default: more is no timeline Ray wrote, and is not held
+MAX_SPANS = 1_000_000
 RAY_MARKERS = re.compile(rb'"cat"\s*:\s*"(?:task:|submit_task)|"tid"\s*:\s*"(?:worker|driver):'
                          rb'|"name"\s*:\s*"(?:worker|driver):')
 
@@ -76,23 +83,74 @@ class Event(msgspec.Struct):
     args: dict[str, Any] | None = None
 
 
-class Trace(msgspec.Struct):
-    traceEvents: list[Event]
+class _Meta(msgspec.Struct):
+    """The keys of a {"traceEvents": [...]} document besides its events: none is read."""
 
 
-_decoder = msgspec.json.Decoder(list[Event] | Trace)
+class _Document(io.RawIOBase):
+    """A top-level JSON array of events read as the document {"traceEvents": [...]}."""
+
+    def __init__(self, inner: BinaryIO):
+        self._parts = [io.BytesIO(b'{"traceEvents":'), inner, io.BytesIO(b"}")]
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        while self._parts:
+            got = self._parts[0].readinto(buffer)
+            if got:
+                return got
+            self._parts.pop(0)
+        return 0
 
 
-def events(data: bytes, path: Path) -> list[Event]:
-    try:
-        doc = _decoder.decode(data)
-    except msgspec.ValidationError as e:
-        raise IngestError(path, f"not a Ray timeline ({e})") from None
-    except msgspec.DecodeError as e:
-        raise IngestError(path, f"malformed JSON ({e})") from None
-    except RecursionError:
-        raise IngestError(path, "JSON nested too deeply") from None
-    return doc.traceEvents if isinstance(doc, Trace) else doc
+class _Spans:
+    """The task spans of a stream of event chunks, with the names the metadata events give."""
+
+    def __init__(self, path: Path):
+        self.path, self.seen = path, 0
+        self.nodes: dict = {}
+        self.workers: dict = {}
+        self.cols: dict[str, list] = {k: [] for k in ("pid", "tid", "actor", "name", "stage", "ts_us", "dur_us")}
+        self._shared: dict = {}
+
+    def add(self, chunk: list[Event]) -> None:
+        cols, share = self.cols, self._share
+        for e in chunk:
+            self.seen += 1
+            if e.ph == "M" and e.args and isinstance(e.args.get("name"), str):
+                if e.name == "process_name":
+                    self.nodes[e.pid] = e.args["name"].removeprefix("Node ")
+                elif e.name == "thread_name":
+                    self.workers[(e.pid, e.tid)] = e.args["name"]
+            if e.ph != "X" or not e.cat.startswith(TASK):
+                continue
+            if e.ts is None or e.dur is None or not (math.isfinite(e.ts) and math.isfinite(e.dur)) or e.dur < 0:
+                raise IngestError(self.path, f"event {self.seen} ({e.cat}): ts and dur must be finite, dur >= 0")
+            if len(cols["name"]) >= MAX_SPANS:
+                raise IngestError(self.path, f"more than {MAX_SPANS:,} task spans: more than ten times what "
+                                             "Ray keeps (100,000 task events by default), not a Ray timeline")
+            actor, _, method = e.cat[len(TASK):].rpartition(".")
+            cols["pid"].append(share(e.pid))
+            cols["tid"].append(share(e.tid))
+            cols["actor"].append(share(actor or None))
+            cols["name"].append(share(method))
+            cols["stage"].append(stage_of(method))
+            cols["ts_us"].append(e.ts)
+            cols["dur_us"].append(e.dur)
+
+    def _share(self, value):
+        """One object for each distinct name: a million spans of a few workers hold a few strings."""
+        return self._shared.setdefault(value, value)
+
+    def columns(self) -> dict[str, list]:
+        """The ray_spans columns but step: pids and tids named as the metadata events name them."""
+        cols = self.cols
+        pids, tids = cols.pop("pid"), cols.pop("tid")
+        cols["node"] = [self.nodes.get(p, None if p is None else str(p)) for p in pids]
+        cols["worker"] = [self.workers.get((p, t), None if t is None else str(t)) for p, t in zip(pids, tids)]
+        return cols
 
 
 def stage_of(method: str) -> str | None:
@@ -103,35 +161,24 @@ def stage_of(method: str) -> str | None:
     return None
 
 
-def labels(evs: list[Event]) -> tuple[dict, dict]:
-    """Node and worker names the metadata events give numbered pids and tids."""
-    nodes, workers = {}, {}
-    for e in evs:
-        if e.ph == "M" and e.args and isinstance(e.args.get("name"), str):
-            if e.name == "process_name":
-                nodes[e.pid] = e.args["name"].removeprefix("Node ")
-            elif e.name == "thread_name":
-                workers[(e.pid, e.tid)] = e.args["name"]
-    return nodes, workers
-
-
-def spans(evs: list[Event], path: Path) -> dict[str, list]:
-    nodes, workers = labels(evs)
-    cols: dict[str, list] = {k: [] for k in SPAN_TYPES if k != "step"}
-    for i, e in enumerate(evs):
-        if e.ph != "X" or not e.cat.startswith(TASK):
-            continue
-        if e.ts is None or e.dur is None or not (math.isfinite(e.ts) and math.isfinite(e.dur)) or e.dur < 0:
-            raise IngestError(path, f"event {i + 1} ({e.cat}): ts and dur must be finite, dur >= 0")
-        actor, _, method = e.cat[len(TASK):].rpartition(".")
-        cols["node"].append(nodes.get(e.pid, None if e.pid is None else str(e.pid)))
-        cols["worker"].append(workers.get((e.pid, e.tid), None if e.tid is None else str(e.tid)))
-        cols["actor"].append(actor or None)
-        cols["name"].append(method)
-        cols["stage"].append(stage_of(method))
-        cols["ts_us"].append(e.ts)
-        cols["dur_us"].append(e.dur)
-    return cols
+def spans(path: Path) -> dict[str, list]:
+    """The timeline's task spans, streamed: a JSON array of events or a {"traceEvents": [...]}."""
+    found = _Spans(path)
+    try:
+        with open_stream(path) as raw:
+            head = raw.peek(4096)[:4096].lstrip()
+            if not head:
+                raise IngestError(path, "empty file")
+            if looks_binary(head):
+                raise IngestError(path, "binary data, not a Ray timeline")
+            stream = _Document(raw) if head.startswith(b"[") else raw
+            for chunk in EventStream(stream, path, (Event,), _Meta, Budget(max_inflate_bytes())):
+                found.add(chunk)
+    except (OSError, EOFError, zlib.error) as e:
+        raise IngestError(path, f"corrupt or truncated data ({e})") from None
+    except UnicodeDecodeError:
+        raise IngestError(path, "not UTF-8 text") from None
+    return found.columns()
 
 
 def rounds(starts_ends: list[tuple[float, float]]) -> list[float]:
@@ -167,13 +214,7 @@ def steps(cols: dict[str, list]) -> list[int | None]:
 
 
 def parse(path: Path) -> Parsed:
-    data = read_bytes(path)
-    if not data or data.isspace():
-        raise IngestError(path, "empty file")
-    if looks_binary(data[:4096]):
-        raise IngestError(path, "binary data, not a Ray timeline")
-    check_utf8(data, path)
-    cols = spans(events(data, path), path)
+    cols = spans(path)
     if not cols["name"]:
         raise IngestError(path, "no task span (cat task::...) in the Ray timeline")
     cols["step"] = steps(cols)

@@ -24,10 +24,10 @@ import struct
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from polytrace.ingest.contract import Format, IngestError, Parsed, Sample
-from polytrace.ingest.sources import read_bytes
+from polytrace.ingest.sources import open_stream
 from polytrace.ingest.step_metrics import StepMetrics
 
 HEADER = struct.Struct("<4sHB")
@@ -35,6 +35,8 @@ IDENT, MAGIC, VERSION = b":W&B", 0xBEE1, 0
 PIECE = struct.Struct("<IHB")
 BLOCK = 32 * 1024
 FULL, FIRST, MIDDLE, LAST = 1, 2, 3, 4
+# A history row or a config is kilobytes; a record past this is no run's
+MAX_RECORD_BYTES = 64 << 20
 # wandb_internal.proto field numbers
 RECORD_HISTORY, RECORD_CONFIG, RECORD_RUN = 2, 5, 17
 RUN_CONFIG = 4
@@ -47,41 +49,47 @@ _constants = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
 
 # --- the record log -------------------------------------------------------------------------
 
-def records(data: bytes, path: Path, warnings: list[str]) -> Iterator[bytes]:
-    """Each record's payload, pieces joined and checksums checked."""
-    if len(data) < HEADER.size or HEADER.unpack_from(data) != (IDENT, MAGIC, VERSION):
+def records(stream: BinaryIO, path: Path, warnings: list[str]) -> Iterator[bytes]:
+    """Each record's payload, pieces joined and checksums checked, read a 32 KiB block at a time
+    (a piece never crosses a block): memory is one block and one record."""
+    block = stream.read(BLOCK)
+    if len(block) < HEADER.size or HEADER.unpack_from(block) != (IDENT, MAGIC, VERSION):
         raise IngestError(path, "not a W&B record log (no :W&B header of version 0)")
-    pos, pending = HEADER.size, None
-    while pos < len(data):
-        left = BLOCK - pos % BLOCK
-        if left < PIECE.size:  # a block's tail too short for a piece header is padding
-            pos += left
-            continue
-        if len(data) - pos < PIECE.size:
-            warnings.append(f"the log ends inside a record header at byte {pos}; read up to it")
-            return
-        crc, length, kind = PIECE.unpack_from(data, pos)
-        start, pos = pos + PIECE.size, pos + PIECE.size + length
-        if kind == 0 and length == 0:  # zero padding to the block's end
-            pos += BLOCK - pos % BLOCK if pos % BLOCK else 0
-            continue
-        if pos > len(data):
-            warnings.append(f"the log ends inside a record at byte {start - PIECE.size}; read up to it")
-            return
-        piece = data[start:pos]
-        if zlib.crc32(piece, zlib.crc32(bytes([kind]))) != crc:
-            raise IngestError(path, f"corrupt record at byte {start - PIECE.size} (checksum mismatch)")
-        if kind == FULL and pending is None:
-            yield piece
-        elif kind == FIRST and pending is None:
-            pending = [piece]
-        elif kind in (MIDDLE, LAST) and pending is not None:
-            pending.append(piece)
-            if kind == LAST:
-                yield b"".join(pending)
-                pending = None
-        else:
-            raise IngestError(path, f"record pieces out of order at byte {start - PIECE.size}")
+    pos, base, pending, held = HEADER.size, 0, None, 0
+    while block:
+        while BLOCK - pos >= PIECE.size and pos < len(block):  # a shorter tail is padding
+            if len(block) - pos < PIECE.size:
+                warnings.append(f"the log ends inside a record header at byte {base + pos}; read up to it")
+                return
+            crc, length, kind = PIECE.unpack_from(block, pos)
+            start, pos = pos + PIECE.size, pos + PIECE.size + length
+            if kind == 0 and length == 0:  # zero padding to the block's end
+                break
+            if pos > len(block):
+                if len(block) == BLOCK:
+                    raise IngestError(path, f"corrupt record at byte {base + start - PIECE.size} "
+                                            "(a piece longer than its block)")
+                warnings.append(f"the log ends inside a record at byte {base + start - PIECE.size}; read up to it")
+                return
+            piece = block[start:pos]
+            if zlib.crc32(piece, zlib.crc32(bytes([kind]))) != crc:
+                raise IngestError(path, f"corrupt record at byte {base + start - PIECE.size} (checksum mismatch)")
+            if kind == FULL and pending is None:
+                yield piece
+            elif kind == FIRST and pending is None:
+                pending, held = [piece], len(piece)
+            elif kind in (MIDDLE, LAST) and pending is not None:
+                pending.append(piece)
+                held += len(piece)
+                if held > MAX_RECORD_BYTES:
+                    raise IngestError(path, f"a record of more than {MAX_RECORD_BYTES >> 20} MiB at byte "
+                                            f"{base + start - PIECE.size}: not a W&B run's record")
+                if kind == LAST:
+                    yield b"".join(pending)
+                    pending = None
+            else:
+                raise IngestError(path, f"record pieces out of order at byte {base + start - PIECE.size}")
+        base, pos, block = base + len(block), 0, stream.read(BLOCK)
     if pending is not None:
         warnings.append("the log ends inside a record split over blocks; read up to it")
 
@@ -206,10 +214,17 @@ def run_facts(config: dict) -> dict:
 
 
 def parse(path: Path) -> Parsed:
-    data = read_bytes(path)
+    with open_stream(path) as stream:
+        try:
+            return _parsed(stream, path)
+        except (OSError, EOFError, zlib.error) as e:
+            raise IngestError(path, f"corrupt or truncated data ({e})") from None
+
+
+def _parsed(stream: BinaryIO, path: Path) -> Parsed:
     warnings: list[str] = []
     metrics, config, unstepped = StepMetrics(), {}, 0
-    for i, record in enumerate(records(data, path, warnings), 1):
+    for i, record in enumerate(records(stream, path, warnings), 1):
         try:
             for number, raw in fields(record):
                 if number == RECORD_HISTORY:
