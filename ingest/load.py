@@ -169,6 +169,9 @@ def collected(paths: list[Path], forced: str | None = None,
 def _found_inputs(paths: list[Path], forced: str | None, names: Mapping[Path, str],
              spool: Spool) -> list[InputFile]:
     fmt = registry.get(forced) if forced else None
+    lakes = {p: lake for p in paths if (lake := sources.unzipped_lake(p, spool))}
+    names = {**names, **{lake: sources.display(p, names) for p, lake in lakes.items()}}
+    paths = [lakes.get(p, p) for p in paths]
     wholes = {p: _directory_format(p, fmt) for p in paths}
     files = [InputFile(_whole_directory(p, names), f) for p, f in wholes.items() if f]
     # a file named twice (or also inside a named directory) is still one input

@@ -13,7 +13,8 @@ from polytrace.ingest.parsing import now, parse_input
 from polytrace.ingest.writes import IngestResult, InputFile, Progress, RunConflict, log_many
 from polytrace.store.aggregates import materialize
 from polytrace.store.migrate import RETIRED_TABLES
-from polytrace.store.runs import RUN_ID, data_tables, row_counts
+from polytrace.store import aggregates
+from polytrace.store.runs import DERIVED, RUN_ID, data_tables, row_counts
 
 
 def restore(con, files: list[InputFile], name: str | None, trusted: bool,
@@ -41,6 +42,8 @@ def restore(con, files: list[InputFile], name: str | None, trusted: bool,
                                        "or digit, then letters, digits, '_', '.' or '-'; 64 at most)")
     digests = {r["run_id"]: r.get("sha256") for r in f.parsed.runs} if trusted else lake_digests(f.path)
     fresh = _restorable(con, f, digests)
+    if trusted:
+        _same_rows(con, f, [r["run_id"] for r in f.parsed.runs if r["run_id"] not in fresh])
     known = {"runs", *data_tables(con), *(("ingests",) if trusted else ())}
     skipped = sorted(set(f.parsed.tables) - known - {"ingests", *RETIRED_TABLES})
     warnings = [*f.parsed.warnings, *(f"table {t} is unknown to this version; skipped"
@@ -78,6 +81,25 @@ def _restorable(con, f: InputFile, digests: dict[str, str | None]) -> list[str]:
         elif here[0][0] != digests[run["run_id"]]:
             raise RunConflict(f.label, f"run {run['run_id']} already exists here with different content")
     return fresh
+
+
+def _same_rows(con, f: InputFile, run_ids: list[str]) -> None:
+    """A run here under the digest its lake's runs row claims must have the rows the lake holds:
+    files changed after the export are a conflict, as an upload's bytes would be (its digest is
+    computed from them). Row counts per table are compared; values are not."""
+    import pyarrow.compute as pc
+
+    inputs = set(data_tables(con)) - {*aggregates.names(), *DERIVED}  # the rows row_counts counts
+    for run_id in run_ids:
+        here = row_counts(con, run_id)
+        for table, data in f.parsed.tables.items():
+            if table not in inputs or "run_id" not in data.schema.names:
+                continue
+            there = data.count_rows(filter=pc.field("run_id") == run_id)  # a dataset: counted, not read
+            if there != here.get(table, 0):
+                raise RunConflict(f.label, f"run {run_id} is here under the digest the lake's runs row gives, "
+                                           f"but the lake holds other rows ({table}: {there:,} in the lake, "
+                                           f"{here.get(table, 0):,} here): its files changed after the export")
 
 
 def _insert_runs(con, tables: dict, digests: dict[str, str | None], f: InputFile, note: str | None) -> None:

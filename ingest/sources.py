@@ -13,6 +13,7 @@ import gzip
 import hashlib
 import io
 import itertools
+import re
 import shutil
 import tarfile
 import tempfile
@@ -60,11 +61,21 @@ class Budget:
             raise IngestError(name, f"inflates past {self.limit} bytes (limit POLYTRACE_MAX_INFLATE_BYTES)")
 
 
+# A trace or log deflates 5-130 times; deflate's ceiling is ~1,030. Past BOMB_AFTER inflated
+# bytes, a file that inflates more than BOMB_RATIO times is refused at once instead of being
+# parsed up to the inflate limit (a GiB of newlines in a few MB would hold the writer minutes).
+BOMB_RATIO = 500
+BOMB_AFTER = 64 << 20
+
+
 class _LimitedReader(io.RawIOBase):
-    """Wraps a decompressing stream and fails once it yields more than `limit` bytes."""
+    """Wraps a decompressing stream and fails once it yields more than `limit` bytes, or
+    inflates like a bomb (BOMB_RATIO)."""
 
     def __init__(self, inner: BinaryIO, limit: int, path: Path):
         self._inner, self._limit, self._path, self._seen = inner, limit, path, 0
+        self._raw = getattr(inner, "fileobj", None)  # the compressed file under a GzipFile
+        self._checked = BOMB_AFTER
 
     def readable(self) -> bool:
         return True
@@ -78,7 +89,16 @@ class _LimitedReader(io.RawIOBase):
         if self._seen > self._limit:
             raise IngestError(self._path, f"gzip inflates past {self._limit} bytes "
                                           "(limit POLYTRACE_MAX_INFLATE_BYTES)")
+        if self._seen >= self._checked:
+            self._checked += BOMB_AFTER
+            self._check_ratio()
         return n
+
+    def _check_ratio(self) -> None:
+        packed = self._raw.tell() if self._raw is not None else 0
+        if packed and self._seen > BOMB_RATIO * packed:
+            raise IngestError(self._path, f"gzip inflates more than {BOMB_RATIO} times ({self._seen >> 20} MiB "
+                                          f"from {packed >> 10} KiB read): a compression bomb, not a trace")
 
     def close(self) -> None:
         self._inner.close()
@@ -324,12 +344,15 @@ class Spool:
         self._count = 0
 
     def new_file(self, member: str) -> Path:
+        return self.new_folder() / (PurePosixPath(member).name or "member")
+
+    def new_folder(self) -> Path:
         if self._root is None:
             self._root = Path(tempfile.mkdtemp(prefix="polytrace-spool-"))
         self._count += 1
         folder = self._root / str(self._count)
         folder.mkdir()
-        return folder / (PurePosixPath(member).name or "member")
+        return folder
 
     def close(self) -> None:
         if self._root is not None:
@@ -397,6 +420,35 @@ def _zip_entries(archive: Source, take) -> Iterator[tuple[str, BinaryIO]]:
             ValueError) as e:
         # a corrupt directory can point a member at a negative offset (OSError) or name it
         # in bytes that are not the UTF-8 its flags promise (UnicodeDecodeError)
+        raise IngestError(archive.label, f"not a readable zip archive ({e})") from None
+
+
+# A zipped Parquet lake's member: its partition path from table= on
+_LAKE_MEMBER = re.compile(r"(?:^|/)(table=[^/]+/run_id=[^/]+/[^/]+\.parquet)$")
+
+
+def unzipped_lake(path: Path, spool: Spool) -> Path | None:
+    """A zip of a Parquet lake (polytrace export, zipped) unpacked into the spool, its partition
+    layout kept, under the inflate limit; None for any other archive."""
+    if not path.name.lower().endswith(".zip") or not is_archive(path):
+        return None
+    archive = Source(path, path.name, path)
+    try:
+        with zipfile.ZipFile(path) as zf:
+            infos = [i for i in zf.infolist() if not i.is_dir() and not _hidden(PurePosixPath(i.filename))]
+            parts = [_LAKE_MEMBER.search(_safe_name(archive, i.filename)) for i in infos]
+            if not infos or not all(parts):
+                return None
+            root, budget = spool.new_folder(), Budget(max_inflate_bytes())
+            for info, part in zip(infos, parts):
+                to = root / part.group(1)
+                to.parent.mkdir(parents=True, exist_ok=True)
+                with zf.open(info) as f, open(to, "wb") as out:
+                    while block := f.read(BLOCK_BYTES):
+                        budget.take(len(block), f"{path.name}{ARCHIVE_SEPARATOR}{info.filename}")
+                        out.write(block)
+            return root
+    except (zipfile.BadZipFile, NotImplementedError, RuntimeError, OSError, EOFError, zlib.error, ValueError) as e:
         raise IngestError(archive.label, f"not a readable zip archive ({e})") from None
 
 

@@ -5,6 +5,7 @@ import gzip
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -64,6 +65,17 @@ def gzip_of(tmp_path, raw: bytes, name: str):
     return path
 
 
+def newline_bomb(tmp_path) -> Path:
+    """A verl log's step line, then 1 GiB of newlines in about 1 MB: under the inflate limit,
+    but a bomb by its ratio (it held the only writer 218 s when parsed to the limit)."""
+    path = tmp_path / "output.log.gz"
+    member = gzip.compress(b"\n" * (16 << 20), mtime=0)
+    with open(path, "wb") as f:
+        f.write(gzip.compress(b"step:1 - timing_s/step:1.0\n", mtime=0))
+        f.writelines(member for _ in range(64))
+    return path
+
+
 def broken_deflate() -> bytes:
     data = bytearray(gzip.compress(GOOD.encode() * 50, mtime=0))
     data[20:24] = b"\xff\xff\xff\xff"  # first bytes of the deflate stream, past the 10-byte header
@@ -112,6 +124,8 @@ CASES = [
     ("gzip bomb of zeros",
      lambda t: ([gzip_of(t, bytes(64 << 20), "bomb.jsonl.gz")], ["--format", "polytrace-packed"],
                 {"POLYTRACE_MAX_INFLATE_BYTES": str(1 << 20)}), "gzip inflates past 1048576 bytes"),
+    ("gzip that inflates 500 times",
+     lambda t: ([newline_bomb(t)], [], {}), "gzip inflates more than 500 times (64 MiB from "),
     ("corrupt gzip",
      lambda t: ([packed(t, gzip.compress(GOOD.encode())[:-12], name="packed_lengths_step_1.jsonl.gz")],
                 [], {}), "corrupt or truncated gzip"),

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import math
 import shutil
+import zipfile
 from pathlib import Path
 
 import duckdb
@@ -277,3 +278,46 @@ def test_a_lake_from_schema_3_restores_without_its_run_findings(tmp_path):
     result = ingest_paths(back, [lake])
     assert result.run_ids == ["0001"] and result.warnings == []
     assert back.execute("SELECT count(*) FROM samples").fetchall() == [(4,)]
+
+
+def test_a_trusted_lake_whose_rows_changed_under_the_same_digest_is_refused(tmp_path):
+    from polytrace.ingest.load import RunConflict
+
+    origin = _tiny_db(tmp_path / "a.duckdb")
+    export_runs(origin, ["0001"], tmp_path / "lake")
+    con = store.open(tmp_path / "b.duckdb")
+    assert not ingest_paths(con, [tmp_path / "lake"]).existing
+    assert ingest_paths(con, [tmp_path / "lake"]).existing  # the same lake again: nothing to say
+    # a sample more in the origin, exported again over the same partition: its runs row keeps 'abc'
+    origin.execute("INSERT INTO samples (run_id, step, prompt_id, sample_id, prompt_len, response_len) "
+                   "VALUES ('0001', 2, 0, 0, 5, 5)")
+    export_runs(origin, ["0001"], tmp_path / "lake")
+    origin.close()
+    with pytest.raises(RunConflict, match=r"run 0001 is here under the digest the lake's runs row gives, but "
+                                          r"the lake holds other rows \(samples: 5 in the lake, 4 here\)"):
+        ingest_paths(con, [tmp_path / "lake"])
+    assert con.execute("SELECT count(*) FROM samples").fetchone()[0] == 4
+    con.close()
+
+
+def test_a_zipped_lake_restores_as_the_lake_and_uploads(tmp_path, make_server):
+    import httpx
+
+    origin = _tiny_db(tmp_path / "a.duckdb")
+    export_runs(origin, ["0001"], tmp_path / "lake")
+    origin.close()
+    zipped = tmp_path / "lake.zip"
+    with zipfile.ZipFile(zipped, "w") as zf:  # as `cd lake && zip -r ../lake.zip .` leaves it, plus a folder level
+        for path in sorted((tmp_path / "lake").rglob("*.parquet")):
+            zf.write(path, "export/" + path.relative_to(tmp_path / "lake").as_posix())
+        zf.writestr("export/.DS_Store", b"\0")
+    con = store.open(tmp_path / "b.duckdb")
+    result = ingest_paths(con, [zipped])
+    assert (result.run_ids, result.format, result.rows) == (["0001"], "parquet-lake", {"samples": 4})
+    assert ingest_paths(con, [zipped]).existing
+    con.close()
+    srv = make_server(db=str(tmp_path / "served.duckdb"))
+    answer = httpx.post(f"{srv.url}/api/runs", files=[("file", ("lake.zip", zipped.read_bytes()))], timeout=60)
+    assert answer.status_code == 201 and answer.json()["run_ids"] == ["0001"], answer.text
+    again = httpx.post(f"{srv.url}/api/runs", files=[("file", ("lake.zip", zipped.read_bytes()))], timeout=60)
+    assert again.status_code == 200 and again.json()["existing"] is True
