@@ -96,7 +96,7 @@ def ingest_paths(
                 if existing:  # what collecting skipped is said all the same
                     said = [n for f in files for n in f.notes]
                     return IngestResult(existing[0], existing[1], row_counts(con, existing[0]), existing=True,
-                                        warnings=said + _not_applied(existing, format, checked_overrides(run_overrides)))
+                                        warnings=said + not_applied(existing, format, checked_overrides(run_overrides)))
             run_id = new_run_id(con, digest)
             return write_run(con, run_id, digest, files, name or default_name(paths, names), progress,
                              checked_overrides(run_overrides))
@@ -107,7 +107,7 @@ def ingest_paths(
     except duckdb.Error as e:
         cause = root_cause(e)
         if NO_SPACE in cause:
-            _reclaim(con)
+            reclaim(con)
             msg = f"no space left for the database: {cause}"
             _log_failure(con, files, msg, started)
             raise DiskFull(None, msg) from None
@@ -126,7 +126,7 @@ def root_cause(e: BaseException) -> str:
     return str(first).splitlines()[0]
 
 
-def _reclaim(con) -> None:
+def reclaim(con) -> None:
     """After a disk-full rollback, move the write-ahead log into the blocks the failed
     ingest left free in the database file, so that the next small write has room on disk.
 
@@ -331,7 +331,7 @@ def _said(f: InputFile) -> list[str]:
     return f.notes + f.parsed.warnings
 
 
-def _not_applied(existing: tuple[str, str], format: str | None, overrides: dict) -> list[str]:
+def not_applied(existing: tuple[str, str], format: str | None, overrides: dict) -> list[str]:
     """What an ingest of content already stored asked for and did not get: the stored run stays as
     it was loaded."""
     given = [*overrides, *(["format"] if format and format not in existing[1].split("+") else [])]

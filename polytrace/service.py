@@ -10,10 +10,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Protocol
 
+from polytrace import store
 from polytrace.ingest import options as ingest_options
+from polytrace.ingest import staging as staged_runs
 from polytrace.ingest.lake_ingest import ingest_to_lake
 from polytrace.ingest.live import Appended, Chunk
-from polytrace.ingest.load import IngestResult, append_chunk, ingest_paths
+from polytrace.ingest.load import IngestResult, append_chunk, checked_overrides, ingest_paths, not_applied
 from polytrace.ingest.options import IngestOptions
 from polytrace.queries import overview
 from polytrace.store import runs
@@ -45,6 +47,32 @@ def ingest_run(con, paths: list[Path], *, options: IngestOptions | None = None, 
     if not result.existing:
         refresh(con, result.run_ids)
     return result
+
+
+def stage_run(staging: Path, paths: list[Path], *, options: IngestOptions | None = None,
+              memory_limit: int | None = None, threads: int | None = None, **how) -> IngestResult:
+    """Ingest files as one run into a database file of its own (`staging`), summed up: the part
+    of an upload that takes time, done without the server's writer (commit_staged copies it)."""
+    con = store.open(staging)
+    try:
+        store.bound(con, memory_limit, threads)
+        return ingest_run(con, paths, options=options, **how)
+    finally:
+        con.close()
+
+
+def commit_staged(con, *, staging: Path, staged: IngestResult, format: str | None = None,
+                  run_overrides: dict | None = None) -> IngestResult:
+    """The run stage_run wrote into `staging`, copied into this database (or the run here that
+    has its content)."""
+    overrides = checked_overrides(run_overrides)
+    return staged_runs.commit(con, staging, staged, refresh,
+                              lambda existing: not_applied(existing, format, overrides))
+
+
+def commit_failure(con, *, staging: Path) -> None:
+    """What a failed stage_run logged, in this database's ingest log."""
+    staged_runs.commit_failure(con, staging)
 
 
 def ingest_into_lake(paths: list[Path], lake: Path, *, options: IngestOptions | None = None,

@@ -59,6 +59,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.db = db
     app.state.overview_lines = lines
     app.state.stale = stale
+    app.state.uploading = {}  # client address -> its uploads in progress
     app.state.secret = secrets.token_bytes(32)
     app.state.csrf_token = csrf_token(app.state.secret)
     errors.install(app)

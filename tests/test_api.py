@@ -677,3 +677,40 @@ def test_perfetto_download_is_capped_at_the_row_cap(make_server, tmp_path):
     nothing = httpx.get(f"{srv.url}/ui/perfetto", params={"run_id": "nope"})
     assert_error(nothing, 404, "no GPU events for run 'nope'")
     assert "None" not in nothing.json()["error"]
+
+
+def test_an_upload_being_parsed_holds_no_writer_and_a_client_gets_two_at_once(make_server, monkeypatch):
+    """Parsing happens in the upload's staging database: meanwhile other writes commit; a third
+    upload from the same address while two are parsing is a 429."""
+    import threading
+
+    from polytrace import service
+
+    srv = make_server()
+    other = upload(srv, [("packed_lengths_step_0.jsonl", PACKED)]).json()["run_id"]
+    started, release, answers = threading.Semaphore(0), threading.Event(), []
+    real = service.stage_run
+
+    def held(*args, **kwargs):
+        started.release()
+        assert release.wait(60)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(service, "stage_run", held)
+    sends = [threading.Thread(target=lambda k=k: answers.append(
+        upload(srv, [("packed_lengths_step_1.jsonl", PACKED.replace(b"10", b"%d" % (20 + k)))]))) for k in range(2)]
+    try:
+        for t in sends:
+            t.start()
+        assert started.acquire(timeout=60) and started.acquire(timeout=60)  # both are parsing
+        # the writer is free: a delete commits while they parse
+        assert httpx.delete(f"{srv.url}/api/runs/{other}", timeout=20).status_code == 200
+        third = upload(srv, [("packed_lengths_step_2.jsonl", PACKED)])
+        assert_error(third, 429, "2 uploads from this address are in progress")
+        assert third.headers["retry-after"] == "5"
+    finally:
+        release.set()
+        for t in sends:
+            t.join(60)
+    assert sorted(a.status_code for a in answers) == [201, 201]
+    assert len(httpx.get(f"{srv.url}/api/runs").json()["runs"]) == 2

@@ -14,6 +14,7 @@ DOORS = {
     "store/": "the store owns the database: schema, aggregates, runs, lake",
     "ingest/load.py": "ingest writer: a run in one transaction",
     "ingest/restore.py": "ingest writer: a lake restored",
+    "ingest/staging.py": "ingest writer: a staged upload committed",
     "ingest/append.py": "ingest writer: a live append",
     "ingest/writes.py": "ingest writer: rows and the ingest log",
     "ingest/lake_ingest.py": "ingest writer: a run into a Parquet lake",

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from functools import partial
+from pathlib import Path
 
 from fastapi import APIRouter, Request
 from fastapi.concurrency import run_in_threadpool
@@ -14,11 +15,17 @@ from polytrace.ingest.load import IngestResult
 from polytrace.ingest.options import IngestOptions
 from polytrace.ingest.run_facts import GIVEN_FRAMEWORK, GIVEN_RUN_FACTS
 from polytrace.queries.catalog import INT_RANGE
+from polytrace.server.db import Database
 from polytrace.server.deps import DbDep, SettingsDep, WriterDep
 from polytrace.server.errors import ApiError, error_responses, ingest_status
 from polytrace.server.responses import Json
 from polytrace.store import vocabulary
 from polytrace.server.uploads import FILE_FIELD, Upload, forced_format, form_field, receive
+from polytrace.settings import Settings
+
+# Uploads one client address may have in progress: each holds a temporary folder, a parse's
+# CPU and memory, and a staging database
+UPLOADS_PER_CLIENT = 2
 
 class Uploaded(BaseModel):
     ok: bool = True
@@ -37,7 +44,7 @@ def router() -> APIRouter:
                          status_code=201, dependencies=[WriterDep], response_model=Uploaded,
                          summary="Upload trace files as one run", openapi_extra=_upload_body(),
                          responses={200: {"model": Uploaded, "description": "Already ingested"},
-                                    **error_responses(400, 401, 403, 408, 409, 413, 415, 422, 507)})
+                                    **error_responses(400, 401, 403, 408, 409, 413, 415, 422, 429, 507)})
     return routes
 
 
@@ -82,22 +89,44 @@ def _run_overrides(fields: dict) -> dict:
     return out
 
 
-def _ingest_upload(upload: Upload, name: str | None, fmt: str | None, overrides: dict,
-                   options: IngestOptions, cur) -> IngestResult:
-    """Ingest the uploaded files as one run (several files ingest like a directory); the log
-    and the errors name the files as the client named them, never by their temporary paths.
-    What an upload says is not trusted: a Parquet lake is restored as its bytes are."""
+def _stage_upload(upload: Upload, name: str | None, fmt: str | None, overrides: dict,
+                  settings: Settings) -> IngestResult:
+    """Ingest the uploaded files as one run into the upload's own staging database, without the
+    server's writer (several files ingest like a directory); the log and the errors name the
+    files as the client named them, never by their temporary paths. What an upload says is not
+    trusted: a Parquet lake is restored as its bytes are."""
     target = upload.files[0] if len(upload.files) == 1 else upload.folder
     names = {upload.folder: upload.folder.name, **dict(zip(upload.files, upload.client_names))}
-    try:
-        return service.ingest_run(cur, [target], options=options, name=name, format=fmt,
-                                  run_overrides=overrides, names=names, option_words=form_field,
-                                  trusted=False)
-    except IngestError as e:
-        raise ApiError(ingest_status(e), e.worded(form_field)) from None
+    return service.stage_run(_staging(upload), [target], options=IngestOptions.of(settings),
+                             memory_limit=settings.memory_limit, threads=settings.threads, name=name,
+                             format=fmt, run_overrides=overrides, names=names, option_words=form_field,
+                             trusted=False)
+
+
+def _staging(upload: Upload) -> Path:
+    return upload.root / "staging.duckdb"
 
 
 async def upload_run(request: Request, db: DbDep, settings: SettingsDep) -> Json:
+    client = request.client.host if request.client else "?"
+    uploading = request.app.state.uploading
+    if uploading.get(client, 0) >= UPLOADS_PER_CLIENT:
+        raise ApiError(429, f"{UPLOADS_PER_CLIENT} uploads from this address are in progress: send the next "
+                            "when one has answered", {"Retry-After": "5"})
+    uploading[client] = uploading.get(client, 0) + 1
+    try:
+        result = await _upload(request, db, settings)
+    finally:
+        uploading[client] -= 1
+        if not uploading[client]:
+            del uploading[client]
+    body = {"ok": True, "run_id": result.run_id, "run_ids": result.run_ids, "format": result.format,
+            "rows": result.rows, "existing": result.existing, "warnings": result.warnings}
+    return Json(body, status_code=200 if result.existing else 201)
+
+
+async def _upload(request: Request, db: Database, settings: Settings) -> IngestResult:
+    """Receive, parse into the upload's staging database (no lock), commit (the writer)."""
     upload = await receive(request, settings.max_upload_bytes, settings.upload_timeout_s)
     try:
         fmt = forced_format(upload.fields.get("format"))
@@ -107,11 +136,16 @@ async def upload_run(request: Request, db: DbDep, settings: SettingsDep) -> Json
             upload.name_folder()
         else:  # one file of a dropped folder: the run is the folder's
             name = name or upload.dropped_folder
-        result = await run_in_threadpool(db.write, partial(_ingest_upload, upload, name, fmt, overrides,
-                                                                  IngestOptions.of(settings)))
+        try:
+            staged = await run_in_threadpool(_stage_upload, upload, name, fmt, overrides, settings)
+        except IngestError as e:  # what the parse refused goes to the server's ingest log
+            await run_in_threadpool(db.write, partial(service.commit_failure, staging=_staging(upload)))
+            raise ApiError(ingest_status(e), e.worded(form_field)) from None
+        try:
+            return await run_in_threadpool(db.write, partial(service.commit_staged, staging=_staging(upload),
+                                                             staged=staged, format=fmt, run_overrides=overrides))
+        except IngestError as e:
+            raise ApiError(ingest_status(e), e.worded(form_field)) from None
     finally:
         await run_in_threadpool(upload.discard)
-    body = {"ok": True, "run_id": result.run_id, "run_ids": result.run_ids, "format": result.format,
-            "rows": result.rows, "existing": result.existing, "warnings": result.warnings}
-    return Json(body, status_code=200 if result.existing else 201)
 
