@@ -57,10 +57,10 @@ class StepMetrics:
         repeated = sorted(s for s, n in self.times_logged.items() if n > 1)
         if repeated:
             notes.append(f"{len(repeated)} step(s) logged more than once, later values win key by key: "
-                         f"{_some(repeated)}")
+                         f"{some(repeated)}")
         if self.truncated:
             notes.append(f"{len(self.truncated)} {unit}(s) cut short, their unfinished last pair dropped "
-                         f"and {TRUNCATED_KEY}=1 set: step(s) {_some(sorted(set(self.truncated)))}")
+                         f"and {TRUNCATED_KEY}=1 set: step(s) {some(sorted(set(self.truncated)))}")
         if self.renamed:
             notes.append(f"{self.renamed} old-style timing/<stage> value(s) stored as timing_s/<stage>")
         return notes
@@ -78,6 +78,6 @@ class StepMetrics:
                       warnings=(warnings or []) + self.warnings(unit))
 
 
-def _some(items: list, n: int = 8) -> str:
+def some(items: list, n: int = 8) -> str:
     shown = ", ".join(str(i) for i in items[:n])
     return shown + (f" (+{len(items) - n} more)" if len(items) > n else "")

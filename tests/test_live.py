@@ -804,3 +804,20 @@ def test_a_followed_files_warnings_are_capped_with_a_count_of_the_rest():
     assert parts[:MAX_WARNINGS] == [f"w{k}" for k in range(MAX_WARNINGS)]
     assert parts[MAX_WARNINGS:] == ["and 3 more warning(s)"]
     assert _said_so_far(said, ["another"]).endswith("and 4 more warning(s)")
+
+
+def test_values_that_are_no_numbers_are_counted_in_the_append_and_its_record(tmp_path):
+    root, con, said, f = _job(tmp_path, settle_s=0)
+    (root / "output.log").write_bytes(b"step:1 - a:1 - b:oops\nstep:2 - a:2\n")
+    assert f.tick() == [1, 2]
+    with open(root / "output.log", "ab") as log:
+        log.write(b"step:3 - a:[1, 2] - c:3\n")
+    assert f.tick() == [3]
+    first, second = ("1 value(s) that are not numbers skipped: step(s) 1, e.g. b",
+                     "1 value(s) that are not numbers skipped: step(s) 3, e.g. a")
+    assert said == [f"warning: output.log: {first}", f"warning: output.log: {second}"]
+    assert con.execute("SELECT warnings FROM ingests").fetchall() == [(f"{first}; {second}",)]
+    # the numbers of those lines are kept
+    assert con.execute("SELECT step, key, value FROM step_metrics ORDER BY ALL").fetchall() == [
+        (1, "a", 1.0), (2, "a", 2.0), (3, "c", 3.0)]
+    con.close()

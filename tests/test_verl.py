@@ -100,6 +100,7 @@ def test_quirks_golden():
     assert_rows(rows_of(parsed), want)
     assert parsed.run == {"framework": "verl", "model": "Qwen3-4B", "max_response_len": 8192}
     assert parsed.warnings == [
+        "2 value(s) that are not numbers skipped: step(s) 41, e.g. note",  # note:abc and flag:True
         "1 step(s) logged more than once, later values win key by key: 42",
         "2 step line(s) cut short, their unfinished last pair dropped and log/truncated=1 set: step(s) 44, 45",
         "2 old-style timing/<stage> value(s) stored as timing_s/<stage>",

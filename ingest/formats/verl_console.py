@@ -22,7 +22,7 @@ from polytrace.ingest.contract import Format, IngestError, Parsed, Sample
 from polytrace.ingest.logged_dicts import clean, number
 from polytrace.ingest.sniffing import looks_binary
 from polytrace.ingest.sources import line_blocks
-from polytrace.ingest.step_metrics import StepMetrics
+from polytrace.ingest.step_metrics import StepMetrics, some
 
 WANDB_LINE_CAP = 4096
 SEPARATOR = " - "
@@ -34,23 +34,26 @@ MODEL_PATH = re.compile(r"""model[._]path['"]?\s*[=:]\s*['"]?([^\s'",}]+)""")
 MAX_RESPONSE = re.compile(r"""max_response_length['"]?\s*[=:]\s*(\d+)""")
 
 
-def pairs(body: str, cut: bool) -> dict[str, float]:
-    """`key:value` pairs of a step line after `step:N`; on a cut line the last piece is unfinished."""
+def pairs(body: str, cut: bool) -> tuple[dict[str, float], list[str]]:
+    """`key:value` pairs of a step line after `step:N`, and the keys whose value is no number
+    (skipped); on a cut line the last piece is unfinished and left out."""
     pieces = body.split(SEPARATOR)[1:]
     if cut and pieces:
         pieces.pop()
-    metrics = {}
+    metrics, unread = {}, []
     for piece in pieces:
         key, sep, raw = piece.partition(":")
         value = number(raw) if sep else None
         if value is not None and key.strip():
             metrics[key.strip()] = value
-    return metrics
+        elif sep and key.strip():
+            unread.append(key.strip())
+    return metrics, unread
 
 
 def step_lines(text: str):
-    """(step, metrics, cut) for every step line of a console log, or of a batch of its whole
-    lines (only the log's last line can end without a newline)."""
+    """(step, metrics, keys whose value is no number, cut) for every step line of a console log,
+    or of a batch of its whole lines (only the log's last line can end without a newline)."""
     lines = text.split("\n")
     ends_open = not text.endswith("\n")
     if not ends_open:
@@ -65,7 +68,7 @@ def step_lines(text: str):
         if not m:
             continue
         cut = len(raw) == WANDB_LINE_CAP or (ends_open and i == last)
-        yield int(m.group(1)), pairs(line[m.end():], cut), cut
+        yield int(m.group(1)), *pairs(line[m.end():], cut), cut
 
 
 def run_facts(text: str, run: dict | None = None) -> dict:
@@ -86,6 +89,7 @@ def run_facts(text: str, run: dict | None = None) -> dict:
 def parse(path: Path) -> Parsed:
     metrics = StepMetrics()
     run: dict = {"framework": "verl"}
+    unread: dict[int, list[str]] = {}
     for offset, block in line_blocks(path):
         if not offset and looks_binary(block[:4096]):
             raise IngestError(path, "binary data, not a verl console log")
@@ -93,13 +97,24 @@ def parse(path: Path) -> Parsed:
         text = block.decode("utf-8", errors="replace")
         run = run_facts(text, run)
         try:
-            for step, values, cut in step_lines(text):
+            for step, values, keys, cut in step_lines(text):
                 metrics.add(step, values, truncated=cut)
+                if keys:
+                    unread.setdefault(step, []).extend(keys)
         except IngestError as e:
             raise IngestError(path, e.reason) from None
     if not metrics.steps:
         raise IngestError(path, "no verl step line ('step:N - key:value - ...') found")
-    return metrics.parsed("step line", run=run)
+    return metrics.parsed("step line", run=run, warnings=_unread(unread))
+
+
+def _unread(unread: dict[int, list[str]]) -> list[str]:
+    """A warning counting the values that are no number (skipped), with their steps and a key."""
+    if not unread:
+        return []
+    steps = sorted(unread)
+    n = sum(map(len, unread.values()))
+    return [f"{n} value(s) that are not numbers skipped: step(s) {some(steps)}, e.g. {unread[steps[0]][0]}"]
 
 
 def sniff(head: bytes, name: str) -> bool:
