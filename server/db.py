@@ -81,8 +81,11 @@ class Database:
         (read-only: the server cannot upload to it or delete from it). DuckDB gets at most
         `memory_limit` bytes and `threads` threads; at most `query_slots` catalog queries run at once."""
         self.lake = lake
-        self.con = open_lake(lake) if lake else store.open(path, "w")
-        store.bound(self.con, memory_limit, threads)
+        if lake:
+            self.con = open_lake(lake, memory_limit, threads)
+        else:
+            self.con = store.open(path, "w")
+            store.bound(self.con, memory_limit, threads)
         self._slots = threading.BoundedSemaphore(query_slots) if query_slots else None
         self.query_slots = query_slots
         self._lake_state = lake_state(Path(lake)) if lake else None

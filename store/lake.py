@@ -11,7 +11,7 @@ import duckdb
 import pyarrow as pa
 
 from polytrace.store import migrate
-from polytrace.store.connection import read_snapshot
+from polytrace.store.connection import bound, read_snapshot
 from polytrace.store.errors import StoreError
 from polytrace.store.runs import RUN_ID, data_tables, exists
 
@@ -276,8 +276,10 @@ def _mixed_versions(con, root: Path) -> bool:
     return any(not schema.equals(first) for schema in others)
 
 
-def open_lake(root: str | Path) -> duckdb.DuckDBPyConnection:
-    """An in-memory connection over the lake at root; it can read nothing else.
+def open_lake(root: str | Path, memory_limit: int | None = None,
+              threads: int | None = None) -> duckdb.DuckDBPyConnection:
+    """An in-memory connection over the lake at root; it can read nothing else. Its
+    configuration is locked: `memory_limit` and `threads` (connection.bound) are set first.
 
     Tables the lake lacks stay empty; the canonical views (step_timings, ...) sit on top.
     """
@@ -303,5 +305,6 @@ def open_lake(root: str | Path) -> duckdb.DuckDBPyConnection:
         con.execute(sql.replace("CREATE VIEW", "CREATE OR REPLACE VIEW", 1))
     con.execute(f"SET allowed_directories = [{_literal(str(root.resolve()) + '/')}]")
     con.execute("SET enable_external_access = false")
+    bound(con, memory_limit, threads)
     con.execute("SET lock_configuration = true")
     return con
