@@ -41,9 +41,9 @@ def commit(con, staging: Path, staged: IngestResult, refresh: Callable[[object, 
         with store.transaction(con):
             for old, new in copies.items():
                 _copy_run(con, source, old, new)
-            renamed = [new for old, new in copies.items() if old != new]
-            if renamed:
-                refresh(con, renamed)
+        renamed = [new for old, new in copies.items() if old != new]
+        if renamed:  # in its own transaction, as after any ingest
+            refresh(con, renamed)
     except duckdb.Error as e:
         cause = root_cause(e)
         if NO_SPACE in cause:
@@ -80,20 +80,22 @@ def _plan(con, source, staged: IngestResult) -> tuple[dict[str, str], tuple[str,
     of the same content already is."""
     copies, existing = {}, None
     for run_id, digest in source.execute("SELECT run_id, sha256 FROM runs ORDER BY run_id").fetchall():
-        here = con.execute("SELECT run_id, format, sha256 FROM runs WHERE run_id = ? OR sha256 = ? "
-                           "ORDER BY run_id = ? DESC, created_at LIMIT 1", [run_id, digest, run_id]).fetchall()
         if staged.format == LAKE:  # a lake's runs keep their ids
-            if here and here[0][0] == run_id and here[0][2] != digest:
+            here = con.execute("SELECT format, sha256 FROM runs WHERE run_id = ?", [run_id]).fetchall()
+            if here and here[0][1] != digest:
                 (lake,) = source.execute("SELECT file_name FROM ingests WHERE run_id = ? LIMIT 1", [run_id]).fetchone()
                 raise RunConflict(sources.short(lake), f"run {run_id} already exists here with different content")
-            if here and here[0][0] == run_id:
-                existing = existing or (run_id, here[0][1])
-                continue
-            copies[run_id] = run_id
-        elif here and here[0][2] == digest:
-            existing = existing or (here[0][0], here[0][1])
-        else:
-            copies[run_id] = new_run_id(con, digest) if here else run_id
+            if here:
+                existing = existing or (run_id, here[0][0])
+            else:
+                copies[run_id] = run_id
+            continue
+        same = con.execute("SELECT run_id, format FROM runs WHERE sha256 = ? ORDER BY created_at LIMIT 1",
+                           [digest]).fetchall()
+        if same:
+            existing = existing or same[0]
+        else:  # the digest's id, or a salted one when another content holds it (as ingest_paths names it)
+            copies[run_id] = new_run_id(con, digest)
     return copies, existing
 
 
