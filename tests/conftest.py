@@ -141,6 +141,8 @@ SLOW = {
     "test_an_offline_wandb_run",  # test_sources_new: Ray and W&B themselves
     "test_cli_refuses_bad_input",  # tests/corpus
     "test_gigabytes_of_inflated_lines_in_bounded_memory",  # test_ingest_streaming
+    "test_every_formats_gzip_bomb_is_refused_in_bounded_memory",
+    "test_ten_thousand_tiny_files_in_one_upload_cost_little_memory_each",  # test_attacks
     "test_golden_cases_round_trip_through_the_lake",  # test_lake_engine
     "test_demo_run_carries_the_cap_and_gpus", "test_demo_run_is_realistic_and_ingests_as_one_run",
     "test_lognormal_fit_recovers_its_parameters",  # test_workload

@@ -9,7 +9,7 @@ import subprocess
 import sys
 import textwrap
 import time
-from pathlib import Path
+from pathlib import Path, PurePath
 
 import psutil
 import pytest
@@ -267,4 +267,31 @@ def test_a_wandb_log_whose_record_never_ends_is_refused_in_bounded_memory(tmp_pa
     peak, out = peak_tree_rss([str(path), str(tmp_path / "t.duckdb")], env)
     assert out.startswith("refused run-bomb.wandb: a record of more than 64 MiB at byte ")
     print(f"\nW&B log of one endless record: 300 MiB, peak RSS of the process tree {peak:.0f} MB")
+    assert peak < BASELINE_MB + 262, f"peak RSS {peak:.0f} MB"
+
+
+def _format_names() -> list[str]:
+    from polytrace.ingest import registry
+
+    return [f.name for f in registry.FORMATS if not f.claims_directory]
+
+
+@pytest.mark.parametrize("fmt", _format_names())
+def test_every_formats_gzip_bomb_is_refused_in_bounded_memory(tmp_path, fmt):
+    """Each format's own sample file, then 1 GiB of newlines, in one gzip of about 1 MB: refused
+    with one line (as a compression bomb, or by the format on what follows its data), within
+    512 MB of the whole process tree."""
+    import os
+
+    from polytrace.ingest import registry
+
+    name, data = next(iter(registry.get(fmt).sample().files.items()))
+    path = tmp_path / (PurePath(name).name + ".gz")
+    member = gzip.compress(b"\n" * (16 * MB), mtime=0)
+    with open(path, "wb") as f:
+        f.write(gzip.compress(data, mtime=0))
+        f.writelines(member for _ in range(64))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("POLYTRACE_")}
+    peak, out = peak_tree_rss([str(path), str(tmp_path / "t.duckdb")], env)
+    assert out.startswith(f"refused {path.name}: ") and "\n" not in out, out
     assert peak < BASELINE_MB + 262, f"peak RSS {peak:.0f} MB"
