@@ -13,7 +13,7 @@ from polytrace.queries import display, render
 from polytrace.queries.catalog import ParamError, Query, bind
 from polytrace.queries.findings import collect, finding_queries, stored
 from polytrace.queries.runner import Answer, BadValue, Limits, OutOfMemory, QueryTimeout
-from polytrace.server.db import Busy, Database
+from polytrace.server.db import Database
 from polytrace.server.errors import ApiError
 from polytrace.settings import Settings
 from polytrace.store.runs import exists
@@ -64,8 +64,6 @@ async def run_for_request(db: Database, settings: Settings, query: Query, bound:
         raise ApiError(422, str(e)) from None
     except OutOfMemory as e:
         raise ApiError(507, f"{e} (the server's POLYTRACE_MEMORY_LIMIT is {settings.memory_limit:,} bytes)") from None
-    except Busy as e:
-        raise ApiError(503, str(e), {"Retry-After": "1"}) from None
 
 
 def _display(params: dict[str, str]) -> dict[str, int | None]:
