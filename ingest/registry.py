@@ -9,6 +9,7 @@ from polytrace.ingest.formats import (
     areal_sessions,
     kineto,
     nemo_rl_console,
+    nsys,
     openrlhf_console,
     parquet_lake,
     polytrace_2025,
@@ -51,6 +52,7 @@ FORMATS: list[Format] = [
     areal_console.FORMAT,
     tensorboard_events.FORMAT,
     areal_sessions.FORMAT,
+    nsys.FORMAT,
 ]
 
 

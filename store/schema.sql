@@ -172,7 +172,7 @@ CREATE TABLE IF NOT EXISTS whatif (
     calibration VARCHAR  -- the cost model's calibration: a calib.json or iters file, the built-in H200 grid, or 'log' (fitted to the run's own steps)
 );
 
--- GPU-side Kineto events: one row per kernel, memcpy or memset (format kineto).
+-- GPU-side events: one row per kernel, memcpy or memset (formats kineto and nsys).
 CREATE TABLE IF NOT EXISTS gpu_events (
     run_id       VARCHAR, -- owning run
     rank         INTEGER, -- global rank of the trace (distributedInfo.rank, else the file name, else 0)
@@ -202,17 +202,36 @@ CREATE TABLE IF NOT EXISTS profiler_steps (
     dur_us DOUBLE   -- window length (us)
 );
 
--- One row per rank trace file (or archive member) of a kineto ingest.
+-- One row per rank trace file (or archive member) of a kineto ingest, per GPU of an nsys export.
 CREATE TABLE IF NOT EXISTS gpu_ranks (
     run_id         VARCHAR, -- owning run
     rank           INTEGER, -- global rank given to the file's events
     source         VARCHAR, -- file name, or archive!member
-    rank_from      VARCHAR, -- where the rank came from: distributedInfo, file name, or default (0)
+    rank_from      VARCHAR, -- where the rank came from: distributedInfo, file name, environment (nsys: the captured RANK), device id (nsys: one export of several GPUs), or default (0)
     world_size     INTEGER, -- distributedInfo.world_size, when present
     device         VARCHAR, -- first deviceProperties name, e.g. NVIDIA H200
-    trace_events   BIGINT,  -- events in the file's traceEvents, of every kind
+    trace_events   BIGINT,  -- events in the file's traceEvents, of every kind (nsys: its GPU's kernels, memcpys, memsets and syncs)
     gpu_events     BIGINT,  -- of those, rows stored in gpu_events
     profiler_steps INTEGER  -- ProfilerStep windows in the file
+);
+
+-- NVTX ranges of an Nsight Systems export (format nsys), each with the GPU work its process
+-- launched inside it (CUDA runtime calls between its start and end, matched to their kernels,
+-- memcpys and memsets by correlation id), as nsys projects a range onto the GPU. A nested
+-- range's work counts in its parent's too. ProfilerStep#N ranges are profiler_steps instead.
+CREATE TABLE IF NOT EXISTS gpu_ranges (
+    run_id           VARCHAR, -- owning run
+    rank             INTEGER, -- global rank of the GPU the range's process ran work on
+    name             VARCHAR, -- the range's text, e.g. update_actor
+    stage            VARCHAR, -- verl stage it serves (timing_s/<stage>: gen, old_log_prob, ref, update_actor, ...), from a worker method or trainer timer name; NULL otherwise
+    ts_us            DOUBLE,  -- start on the UTC clock (us since the epoch; the capture's own clock without a session start)
+    dur_us           DOUBLE,  -- duration on the CPU (us)
+    gpu_events       BIGINT,  -- kernels, memcpys and memsets launched inside it
+    gpu_us           DOUBLE,  -- their summed durations (us; overlapping streams count twice)
+    communication_us DOUBLE,  -- of which NCCL/RCCL kernels (us)
+    memory_us        DOUBLE,  -- of which memcpys and memsets (us)
+    gpu_start_us     DOUBLE,  -- first start of those events (us); NULL when it launched none
+    gpu_end_us       DOUBLE   -- last end of those events (us): the range's span on the GPU ends here
 );
 
 -- gpu_events with their kernel names joined in.

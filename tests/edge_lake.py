@@ -120,6 +120,18 @@ INSERT INTO gpu_ranks (run_id, rank, source, rank_from, world_size, gpu_events, 
 SELECT r, k, 'rank' || k || '.json', 'file name', 2, 40, 4
 FROM (VALUES ('0001'), ('run.b')) t(r), range(2) a(k);
 
+-- NVTX ranges: a stage with GPU work (communication and memory in it), one that launched
+-- nothing (NULL GPU span, zero gpu_us), and an unnamed-stage range of zero length.
+INSERT INTO gpu_ranges (run_id, rank, name, stage, ts_us, dur_us, gpu_events, gpu_us, communication_us,
+                        memory_us, gpu_start_us, gpu_end_us)
+SELECT r, k, n, CASE n WHEN 'generate_sequences' THEN 'gen' WHEN 'update_actor' THEN 'update_actor' END,
+       1000 * w + k, CASE n WHEN 'forward' THEN 0 ELSE 400 + 10 * w END,
+       CASE n WHEN 'update_actor' THEN 3 ELSE 0 END, CASE n WHEN 'update_actor' THEN 250.5 ELSE 0 END,
+       CASE n WHEN 'update_actor' THEN 100 ELSE 0 END, CASE n WHEN 'update_actor' THEN 0.5 ELSE 0 END,
+       CASE n WHEN 'update_actor' THEN 1000 * w + k + 20 END, CASE n WHEN 'update_actor' THEN 1000 * w + k + 600 END
+FROM (VALUES ('0001'), ('run.b')) t(r), range(2) a(k), range(1, 4) b(w),
+     (VALUES ('update_actor'), ('generate_sequences'), ('forward')) c(n);
+
 INSERT INTO whatif (run_id, step, policy, engine, n, tokens, max_len, predicted_s, idle_frac,
                     speedup, calibration)
 SELECT '0001', s, p, e, 6, 100, 50, 10.0 + s + e - CASE p WHEN 'as-recorded' THEN 0 ELSE 2 END,

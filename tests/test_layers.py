@@ -21,6 +21,7 @@ DOORS = {
     "ingest/live.py": "ingest writer: a followed file's committed offset, in the append's transaction",
     "ingest/gpu_time.py": "ingest writer: gpu_step_time, derived at load",
     "ingest/formats/": "ingest writers: a format's after_load hook, in the load's transaction",
+    "ingest/gpu_trace.py": "ingest writer: the GPU formats' after_load hook, in the load's transaction",
     "queries/runner.py": "the runner",
 }
 ALLOWED = {

@@ -2,46 +2,30 @@
 profiler step, and HTA's temporal breakdown of them."""
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 import zlib
-from array import array
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, BinaryIO
 
 import msgspec
-import numpy as np
-import pyarrow as pa
 
-from polytrace.ingest.columns import from_list, from_numpy
 from polytrace.ingest.contract import Format, IngestError, Parsed, Sample
-from polytrace.ingest.gpu_time import step_time_rows, step_time_table
+from polytrace.ingest.gpu_trace import (INT32_MAX, INT64_MAX, KERNEL, LAUNCH, MEMORY, MEMORY_EVENT, OTHER, SYNC,
+                                        RankTrace, after_load, as_int, count, known_name, rank_in_file_name,
+                                        tables, warnings)
 from polytrace.ingest.sources import Budget, max_inflate_bytes, name_of, open_stream
 from polytrace.ingest.trace_events import EventStream
 
 # HTA 0.5's device-event categories (hta/common/types.py GPU_EVENT_CATEGORY_PATTERN, and the
 # kernel categories of its idle-time breakdown): CUDA and ROCm kernels ("kernel"), memcpys and
 # memsets ("gpu_memcpy", "gpu_memset"), MTIA's "mtia_ccp_events", and "cuda_sync" waits. Older
-# PyTorch wrote "Kernel", "Memcpy" and "Memset". Kernels, memory events and MTIA events land in
-# gpu_events; sync waits only count in HTA's breakdown (gpu_step_time), as HTA counts them.
-KERNEL, MEMORY_EVENT, SYNC, LAUNCH, OTHER = range(5)
+# PyTorch wrote "Kernel", "Memcpy" and "Memset".
 _DEVICE_CATS = [(re.compile(r"gpu_mem|Memcpy$|Memset$"), MEMORY_EVENT), (re.compile(r"cuda_sync"), SYNC),
                 (re.compile(r".*kernel|Kernel$|mtia_ccp_events"), KERNEL)]
 # the CPU side of a device event (its launch, by correlation id); mtia_runtime is MTIA's
 LAUNCH_CATS = {"cuda_runtime", "cuda_driver", "Runtime", "Driver", "mtia_runtime"}
-CATEGORIES = ("compute", "communication", "memory")
-_CATEGORY_NAMES = np.array(CATEGORIES, dtype=object)
-COMPUTE, COMMUNICATION, MEMORY = range(3)
-_COMM_NAME = re.compile(r"nccl|rccl", re.IGNORECASE)
-# MTIA names its memory transfers dma*
-_MEMORY_NAME = re.compile(r"dma")
-# Not compute in HTA's breakdown (hta/utils/utils.py get_kernel_type): NCCL kernels, memcpys,
-# memsets, syncs and MTIA dma, by name
-_HTA_NOT_COMPUTE = re.compile(r"nccl.*Kernel|.*Memcpy|Memset|.*Sync|dma")
 _STEP_NAME = re.compile(r"ProfilerStep\s*#\s*(\d+)")
-_RANK_IN_NAME = re.compile(r"(?:rank|worker)[-_]?(\d+)", re.IGNORECASE)
 
 
 def role(cat: str) -> int:
@@ -51,7 +35,6 @@ def role(cat: str) -> int:
     return next((r for pattern, r in _DEVICE_CATS if pattern.match(cat)), OTHER)
 
 
-INT32_MAX, INT64_MAX = 2**31 - 1, 2**63 - 1
 # Any int64 decodes: CPU-side sync events carry stream 2**32 - 1. An event whose stream does
 # not fit the INTEGER column counts in HTA's breakdown only, never stored.
 Stream = Annotated[int, msgspec.Meta(ge=-(2**63), le=INT64_MAX)]
@@ -100,47 +83,6 @@ class Meta(msgspec.Struct):
     deviceProperties: list[Device] | None = None
 
 
-@dataclass
-class RankTrace:
-    """One rank's trace as compact columns, before steps are assigned."""
-
-    source: str
-    ts: array = field(default_factory=lambda: array("d"))
-    dur: array = field(default_factory=lambda: array("d"))
-    stream: array = field(default_factory=lambda: array("q"))
-    kind: array = field(default_factory=lambda: array("b"))
-    name: array = field(default_factory=lambda: array("l"))
-    corr: array = field(default_factory=lambda: array("q"))
-    stored: array = field(default_factory=lambda: array("b"))  # in gpu_events (else HTA's breakdown only)
-    launch_corr: array = field(default_factory=lambda: array("q"))
-    launch_ts: array = field(default_factory=lambda: array("d"))
-    last_gpu_step: float = float("-inf")  # start of the last gpu_user_annotation ProfilerStep
-    steps: list[tuple[int, float, float]] = field(default_factory=list)
-    names: dict[str, tuple[int, int, bool]] = field(default_factory=dict)  # name -> (index, category, HTA compute)
-    events: int = 0
-    skipped: int = 0
-    rank: int = 0
-    rank_from: str = "default"
-    world_size: int | None = None
-    device: str | None = None
-
-
-def _int(value, default: int | None = None, limit: int = INT64_MAX) -> int | None:
-    """An id written as a number or a string; `default` when it is neither or is beyond +-limit."""
-    try:
-        n = int(value)
-    except (TypeError, ValueError):
-        return default
-    return n if -limit - 1 <= n <= limit else default
-
-
-def _count(value, what: str, source: str) -> int | None:
-    """A rank, world size or step number: None when absent, an IngestError when not in 0..2**31-1."""
-    n = _int(value, limit=2**4000)
-    if n is not None and not 0 <= n <= INT32_MAX:
-        raise IngestError(source, f"{what} {str(value)[:40]} is out of range")
-    return n
-
 
 def _collect(trace: RankTrace, events: list) -> None:
     """Append the events that matter to the trace's columns; skip the rest quickly.
@@ -158,7 +100,7 @@ def _collect(trace: RankTrace, events: list) -> None:
         a = e.args
         if kind == LAUNCH:
             if a is not None and e.ts is not None and e.dur is not None:
-                corr = a.correlation if a.correlation.__class__ is int else _int(a.correlation, -1)
+                corr = a.correlation if a.correlation.__class__ is int else as_int(a.correlation, -1)
                 if corr >= 0:
                     trace.launch_corr.append(corr)
                     trace.launch_ts.append(e.ts)
@@ -168,13 +110,13 @@ def _collect(trace: RankTrace, events: list) -> None:
                 m = _STEP_NAME.match(e.name)
                 if m and e.ts is not None and e.dur is not None:
                     if cat != "gpu_user_annotation":
-                        trace.steps.append((_count(m.group(1), "ProfilerStep", trace.source), e.ts, e.dur))
+                        trace.steps.append((count(m.group(1), "ProfilerStep", trace.source), e.ts, e.dur))
                     elif e.ts > trace.last_gpu_step:  # HTA's last-step cutoff counts these too
                         trace.last_gpu_step = e.ts
                 continue
             if a is None or a.stream == -1:
                 continue
-        stream = -1 if a is None else a.stream if a.stream.__class__ is int else _int(a.stream, -1)
+        stream = -1 if a is None else a.stream if a.stream.__class__ is int else as_int(a.stream, -1)
         if stream == -1 or e.ts is None or e.dur is None or e.dur < 0:
             if kind != OTHER:
                 trace.skipped += 1
@@ -182,27 +124,17 @@ def _collect(trace: RankTrace, events: list) -> None:
         # HTA counts any stream but -1; the INTEGER column holds 0..2**31-1 (a CPU-side
         # Context Sync says 2**32 - 1), so other streams count only in the breakdown
         stored = kind <= MEMORY_EVENT and 0 <= stream <= INT32_MAX
-        known = names.get(e.name)
-        if known is None:
-            known = names[e.name] = (len(names), _category(e.name, kind),
-                                     _HTA_NOT_COMPUTE.match(e.name) is None)
+        known = names.get(e.name) or known_name(trace, e.name, kind)
         trace.ts.append(e.ts)
         trace.dur.append(e.dur)
         trace.stream.append(stream if stored else -1)
         trace.kind.append(MEMORY if kind == MEMORY_EVENT else known[1])
         trace.name.append(known[0])
-        trace.corr.append(a.correlation if a.correlation.__class__ is int else _int(a.correlation, -1))
+        trace.corr.append(a.correlation if a.correlation.__class__ is int else as_int(a.correlation, -1))
         trace.stored.append(stored)
 
 
 _ROLES: dict[str, int] = {}
-
-
-def _category(name: str, kind: int) -> int:
-    """gpu_events.category of a kernel by its name: NCCL/RCCL is communication, MTIA dma memory."""
-    if _COMM_NAME.search(name):
-        return COMMUNICATION
-    return MEMORY if kind == MEMORY_EVENT or _MEMORY_NAME.match(name) else COMPUTE
 
 
 def read_trace(stream: BinaryIO, source: str, budget: Budget, path: Path) -> RankTrace:
@@ -216,20 +148,17 @@ def read_trace(stream: BinaryIO, source: str, budget: Budget, path: Path) -> Ran
 
 
 def _apply_meta(trace: RankTrace, metas: list[Meta]) -> None:
-    base = Path(trace.source).name
     for meta in metas:
         info = meta.distributedInfo
-        rank = None if info is None else _count(info.rank, "distributedInfo.rank", trace.source)
+        rank = None if info is None else count(info.rank, "distributedInfo.rank", trace.source)
         if rank is not None and trace.rank_from == "default":
             trace.rank, trace.rank_from = rank, "distributedInfo"
         if info is not None and trace.world_size is None:
-            trace.world_size = _count(info.world_size, "distributedInfo.world_size", trace.source)
+            trace.world_size = count(info.world_size, "distributedInfo.world_size", trace.source)
         if meta.deviceProperties and trace.device is None:
             trace.device = meta.deviceProperties[0].name
     if trace.rank_from == "default":
-        m = _RANK_IN_NAME.search(base)
-        if m:
-            trace.rank, trace.rank_from = _count(m.group(1), "rank in the file name", base), "file name"
+        rank_in_file_name(trace)
 
 
 def _read_guarded(stream: BinaryIO, path: Path, source: str) -> RankTrace:
@@ -239,123 +168,6 @@ def _read_guarded(stream: BinaryIO, path: Path, source: str) -> RankTrace:
         raise IngestError(path, f"corrupt or truncated data ({e})") from None
 
 
-def name_id(name: str) -> int:
-    """Stable 63-bit id of a kernel name, the same in every file, so ranks parsed apart agree."""
-    return int.from_bytes(hashlib.blake2b(name.encode(), digest_size=8).digest(), "little") >> 1
-
-
-def _launch_times(trace: RankTrace, ts: np.ndarray, corr: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Each GPU event's CPU launch time (its runtime call, by correlation id), or its own ts
-    when the launch is not in the trace; and whether the launch was found."""
-    lc = np.frombuffer(trace.launch_corr, dtype=np.int64)
-    if not len(lc):
-        return ts, np.zeros(len(ts), dtype=bool)
-    order = np.argsort(lc, kind="stable")
-    lc, lt = lc[order], np.frombuffer(trace.launch_ts, dtype=np.float64)[order]
-    pos = np.minimum(np.searchsorted(lc, corr), len(lc) - 1)
-    hit = (lc[pos] == corr) & (corr >= 0)
-    return np.where(hit, lt[pos], ts), hit
-
-
-def _events_table(trace: RankTrace) -> tuple[pa.Table, list[tuple]]:
-    """GPU events sorted by start, each with the step whose window holds its launch, and the
-    rank's gpu_step_time rows (HTA's temporal breakdown).
-
-    Like HTA, a GPU event belongs to the ProfilerStep window that holds its CPU launch
-    (its own start when the launch is not in the trace). With two or more windows HTA
-    keeps only events launched before the last window's start (an event with no
-    correlation id: that started before it): the others are `hta_excluded`, and so are
-    events whose launch is not in the trace. HTA reads fractional timestamps rounded inward
-    to whole microseconds (start up, end down), for these comparisons and for the breakdown.
-    """
-    order = np.argsort(np.frombuffer(trace.ts, dtype=np.float64), kind="stable")
-    ts = np.frombuffer(trace.ts, dtype=np.float64)[order]
-    dur = np.frombuffer(trace.dur, dtype=np.float64)[order]
-    corr = np.frombuffer(trace.corr, dtype=np.int64)[order]
-    launch, launched = _launch_times(trace, ts, corr)
-    steps = sorted(trace.steps, key=lambda s: s[1])
-    n = len(ts)
-    if steps:
-        sn = np.array([s[0] for s in steps], dtype=np.int32)
-        st = np.array([s[1] for s in steps], dtype=np.float64)
-        se = st + np.array([s[2] for s in steps], dtype=np.float64)
-        idx = np.searchsorted(st, launch, side="right") - 1
-        has_step = (idx >= 0) & (launch < se[np.maximum(idx, 0)])
-        step = sn[np.maximum(idx, 0)]
-    else:
-        step, has_step = np.zeros(n, dtype=np.int32), np.zeros(n, dtype=bool)
-    if len(steps) >= 2:
-        last = np.ceil(max(st[-1], trace.last_gpu_step))
-        excluded = np.where(corr >= 0, ~launched | (np.ceil(launch) >= last), np.ceil(ts) >= last)
-    else:
-        excluded = np.zeros(n, dtype=bool)
-    kind = np.frombuffer(trace.kind, dtype=np.int8)[order]
-    name_index = np.frombuffer(trace.name, dtype=np.int64)[order]
-    hta_compute = np.array([known[2] for known in trace.names.values()], dtype=bool)[name_index] \
-        if n else np.zeros(0, dtype=bool)
-    start, end = np.ceil(ts), np.floor(ts + dur)
-    rows = step_time_rows(trace.rank, start, end - start, hta_compute, step, has_step, excluded,
-                          int(sn[-1]) if len(steps) >= 2 else None)
-    keep = np.frombuffer(trace.stored, dtype=np.int8)[order].astype(bool)
-    kept_ts = ts[keep]
-    ids = np.array([name_id(s) for s in trace.names], dtype=np.int64)
-    table = pa.table({
-        "rank": from_numpy(np.full(int(keep.sum()), trace.rank, dtype=np.int32)),
-        "step": from_numpy(step[keep], has_step[keep]),
-        "stream": from_numpy(np.frombuffer(trace.stream, dtype=np.int64)[order][keep].astype(np.int32)),
-        # not cast from a dictionary: Array.cast imports pyarrow.compute (0.07 CPU-s, once a process)
-        "category": from_list(_CATEGORY_NAMES[kind[keep]].tolist(), pa.string()),
-        "name_id": from_numpy(ids[name_index[keep]] if n else ids[:0]),
-        "ts_us": from_numpy(kept_ts),
-        "dur_us": from_numpy(dur[keep]),
-        "hta_excluded": from_numpy(excluded[keep]),
-        "trace_start_us": from_numpy(np.full(len(kept_ts), kept_ts[0] if len(kept_ts) else 0.0)),
-    })
-    return table, rows
-
-
-def _tables(traces: list[RankTrace]) -> dict[str, pa.Table]:
-    built = [_events_table(t) for t in traces]
-    names = {}
-    for t in traces:  # the names of stored events (sync waits only count in the breakdown)
-        used = set(np.frombuffer(t.name, dtype=np.int64)[np.frombuffer(t.stored, dtype=np.int8) == 1].tolist())
-        for i, s in enumerate(t.names):
-            if i in used:
-                names.setdefault(name_id(s), s)
-    steps = [(t.rank, s, ts, dur) for t in traces for s, ts, dur in t.steps]
-    return {
-        "gpu_events": pa.concat_tables([table for table, _ in built]),
-        "gpu_step_time": step_time_table([row for _, rows in built for row in rows]),
-        "kernel_names": pa.table({"name_id": from_list(list(names), pa.int64()),
-                                  "name": from_list(list(names.values()), pa.string())}),
-        "profiler_steps": pa.table({
-            "rank": from_list([s[0] for s in steps], pa.int32()),
-            "step": from_list([s[1] for s in steps], pa.int32()),
-            "ts_us": from_list([s[2] for s in steps], pa.float64()),
-            "dur_us": from_list([s[3] for s in steps], pa.float64())}),
-        "gpu_ranks": pa.table({
-            "rank": from_list([t.rank for t in traces], pa.int32()),
-            "source": from_list([t.source for t in traces], pa.string()),
-            "rank_from": from_list([t.rank_from for t in traces], pa.string()),
-            "world_size": from_list([t.world_size for t in traces], pa.int32()),
-            "device": from_list([t.device for t in traces], pa.string()),
-            "trace_events": from_list([t.events for t in traces], pa.int64()),
-            "gpu_events": from_list([sum(t.stored) for t in traces], pa.int64()),
-            "profiler_steps": from_list([len(t.steps) for t in traces], pa.int32())}),
-    }
-
-
-def _warnings(trace: RankTrace) -> list[str]:
-    out = []
-    if trace.rank_from == "default":
-        out.append(f"{trace.source}: no distributedInfo.rank and no rank in the file name; using rank 0")
-    if not any(trace.stored):
-        out.append(f"{trace.source}: no GPU kernels, memcpys or memsets (a CPU-only trace?); "
-                   f"loaded {len(trace.steps)} profiler step(s) only")
-    if trace.skipped:
-        out.append(f"{trace.source}: skipped {trace.skipped} GPU event(s) without ts, dur or stream")
-    return out
-
 
 def parse(path: Path) -> Parsed:
     with open_stream(path) as f:
@@ -364,18 +176,8 @@ def parse(path: Path) -> Parsed:
         raise IngestError(path, "traceEvents is empty")
     if not any(trace.stored) and not trace.steps:
         raise IngestError(path, "no GPU events and no ProfilerStep windows; nothing to load")
-    return Parsed(tables=_tables([trace]), run={"n_gpus": trace.world_size}, warnings=_warnings(trace))
+    return Parsed(tables=tables([trace]), run={"n_gpus": trace.world_size}, warnings=warnings(trace))
 
-
-def after_load(con, run_id: str, deferred: list) -> Parsed:
-    """Across the run's rank files: GPUs as ranks seen (when no file gives its world size),
-    and ranks claimed by more than one file."""
-    ranks = con.execute("SELECT rank, count(*) FROM gpu_ranks WHERE run_id = ? GROUP BY rank ORDER BY rank",
-                        [run_id]).fetchall()
-    dups = [rank for rank, files in ranks if files > 1]
-    warnings = [f"rank(s) {dups} come from more than one trace file: each file's profiled time counts "
-                "for its rank, and the time between two files is not idle time"]
-    return Parsed(run={"n_gpus": len(ranks)}, warnings=warnings if dups else [])
 
 
 def sniff(head: bytes, name: str) -> bool:

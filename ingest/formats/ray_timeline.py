@@ -15,7 +15,7 @@ task:execute, task:store_outputs) and the driver's submit_task events are not ke
 verl calls its workers' methods through a colocated WorkerDict as `<role>_<method>`
 (actor_rollout_generate_sequences, ref_compute_ref_log_prob, critic_update_critic ...), and the
 async rollout as AgentLoopWorker.generate_sequences; the method gives the stage under verl's
-timing_s/<stage> name (STAGES). The file is streamed in chunks of events (trace_events.EventStream)
+timing_s/<stage> name (ingest/rl_stages.py). The file is streamed in chunks of events (trace_events.EventStream)
 and only task spans are kept, each in a few shared strings and two floats; Ray's GCS keeps 100,000
 task events by default (RAY_task_events_max_num_task_in_gcs), so a timeline of more than
 MAX_SPANS task spans is refused rather than held.
@@ -45,24 +45,12 @@ import pyarrow as pa
 
 from polytrace.ingest.canonical import table
 from polytrace.ingest.contract import Format, IngestError, Parsed, Sample
+from polytrace.ingest.rl_stages import stage_of
 from polytrace.ingest.sniffing import looks_binary
 from polytrace.ingest.sources import Budget, max_inflate_bytes, open_stream
 from polytrace.ingest.trace_events import EventStream
 
 TASK = "task::"
-# verl worker method (after its role prefix) -> the verl stage (timing_s/<stage>) it serves
-STAGES = {
-    "generate_sequences": "gen",
-    "compute_rm_score": "reward",
-    "compute_reward_async": "reward",
-    "compute_log_prob": "old_log_prob",
-    "compute_ref_log_prob": "ref",
-    "compute_values": "values",
-    "update_critic": "update_critic",
-    "update_actor": "update_actor",
-    "save_checkpoint": "save_checkpoint",
-    "update_weights": "update_weights",
-}
 ROLLOUT, UPDATES = "gen", ("update_actor", "update_critic")
 SPAN_TYPES = {"step": pa.int32(), "node": pa.string(), "worker": pa.string(), "actor": pa.string(),
               "name": pa.string(), "stage": pa.string(), "ts_us": pa.float64(), "dur_us": pa.float64()}
@@ -151,14 +139,6 @@ class _Spans:
         cols["node"] = [self.nodes.get(p, None if p is None else str(p)) for p in pids]
         cols["worker"] = [self.workers.get((p, t), None if t is None else str(t)) for p, t in zip(pids, tids)]
         return cols
-
-
-def stage_of(method: str) -> str | None:
-    """The verl stage of a method, with or without its WorkerDict role prefix."""
-    for name in sorted(STAGES, key=len, reverse=True):
-        if method == name or method.endswith("_" + name):
-            return STAGES[name]
-    return None
 
 
 def spans(path: Path) -> dict[str, list]:
