@@ -16,6 +16,7 @@ import pyarrow as pa
 from polytrace.ingest.columns import from_list, from_numpy
 from polytrace.ingest.contract import IngestError, Parsed
 from polytrace.ingest.gpu_time import step_time_rows, step_time_table
+from polytrace.ingest.rl_stages import stage_of
 
 # What a device-side event is: kernels (and MTIA ops), memory events (memcpy, memset) and MTIA
 # events land in gpu_events; sync waits only count in HTA's breakdown (gpu_step_time), as HTA
@@ -50,6 +51,9 @@ class RankTrace:
     launch_ts: array = field(default_factory=lambda: array("d"))
     last_gpu_step: float = float("-inf")  # start of the last gpu_user_annotation ProfilerStep
     steps: list[tuple[int, float, float]] = field(default_factory=list)
+    # annotated ranges (Kineto user annotations, NVTX ranges): (process, start us, duration us, name)
+    ranges: list[tuple[int, float, float, str]] = field(default_factory=list)
+    process: array = field(default_factory=lambda: array("q"))  # each event's process, where ranges need it (else 0)
     names: dict[str, tuple[int, int, bool]] = field(default_factory=dict)  # name -> (index, category, HTA compute)
     events: int = 0
     skipped: int = 0
@@ -83,6 +87,18 @@ def rank_in_file_name(trace: RankTrace) -> None:
     m = _RANK_IN_NAME.search(base)
     if m:
         trace.rank, trace.rank_from = count(m.group(1), "rank in the file name", base), "file name"
+
+
+def extend(trace: RankTrace, ts: np.ndarray, dur: np.ndarray, stream: np.ndarray, category: np.ndarray,
+           name_index: np.ndarray, corr: np.ndarray, stored: np.ndarray) -> None:
+    """Append device events given as aligned arrays: start and duration (us), stream (-1 when not
+    stored), gpu_events category, index into trace.names, correlation id, stored in gpu_events."""
+    trace.events += len(ts)
+    for column, values, dtype in ((trace.ts, ts, np.float64), (trace.dur, dur, np.float64),
+                                  (trace.stream, stream, np.int64), (trace.kind, category, np.int8),
+                                  (trace.name, name_index, np.int64), (trace.corr, corr, np.int64),
+                                  (trace.stored, stored, np.int8)):
+        column.frombytes(np.ascontiguousarray(values, dtype=dtype).tobytes())
 
 
 def known_name(trace: RankTrace, name: str, kind: int) -> tuple[int, int, bool]:
@@ -119,7 +135,7 @@ def _launch_times(trace: RankTrace, ts: np.ndarray, corr: np.ndarray) -> tuple[n
     return np.where(hit, lt[pos], ts), hit
 
 
-def _events_table(trace: RankTrace) -> tuple[pa.Table, list[tuple]]:
+def _events_table(trace: RankTrace) -> tuple[pa.Table, list[tuple], pa.Table]:
     """GPU events sorted by start, each with the step whose window holds its launch, and the
     rank's gpu_step_time rows (HTA's temporal breakdown).
 
@@ -173,7 +189,42 @@ def _events_table(trace: RankTrace) -> tuple[pa.Table, list[tuple]]:
         "hta_excluded": from_numpy(excluded[keep]),
         "trace_start_us": from_numpy(np.full(len(kept_ts), kept_ts[0] if len(kept_ts) else 0.0)),
     })
-    return table, rows
+    process = np.frombuffer(trace.process, dtype=np.int64)[order] if len(trace.process) else np.zeros(n, np.int64)
+    launched_kept = keep & launched
+    ranges = range_table(trace, launch[launched_kept], ts[launched_kept], dur[launched_kept],
+                         kind[launched_kept], process[launched_kept])
+    return table, rows, ranges
+
+
+RANGE_COLUMNS = {"rank": pa.int32(), "name": pa.string(), "stage": pa.string(), "ts_us": pa.float64(),
+                 "dur_us": pa.float64(), "gpu_events": pa.int64(), "gpu_us": pa.float64(),
+                 "communication_us": pa.float64(), "memory_us": pa.float64(), "gpu_start_us": pa.float64(),
+                 "gpu_end_us": pa.float64()}
+
+
+def range_table(trace: RankTrace, launch: np.ndarray, ts: np.ndarray, dur: np.ndarray, category: np.ndarray,
+                process: np.ndarray) -> pa.Table:
+    """gpu_ranges of the trace: each annotated range with the stored GPU events its process
+    launched inside it (CPU launch in [start, end)), as nsys projects a range onto the GPU."""
+    cols: dict[str, list] = {k: [] for k in RANGE_COLUMNS}
+    by_process = {}
+    for p in np.unique(process).tolist():
+        mine = process == p
+        order = np.argsort(launch[mine], kind="stable")
+        by_process[p] = tuple(a[mine][order] for a in (launch, ts, dur, category))
+    nothing = (np.zeros(0), np.zeros(0), np.zeros(0), np.zeros(0, np.int8))
+    for p, start, length, name in trace.ranges:
+        at, t, d, c = by_process.get(p, nothing)
+        lo, hi = np.searchsorted(at, [start, start + length]).tolist()
+        t, d, c = t[lo:hi], d[lo:hi], c[lo:hi]
+        for key, value in (("rank", trace.rank), ("name", name), ("stage", stage_of(name)), ("ts_us", start),
+                           ("dur_us", length), ("gpu_events", hi - lo), ("gpu_us", float(d.sum())),
+                           ("communication_us", float(d[c == COMMUNICATION].sum())),
+                           ("memory_us", float(d[c == MEMORY].sum())),
+                           ("gpu_start_us", float(t.min()) if hi > lo else None),
+                           ("gpu_end_us", float((t + d).max()) if hi > lo else None)):
+            cols[key].append(value)
+    return pa.table({k: from_list(v, RANGE_COLUMNS[k]) for k, v in cols.items()})
 
 
 def tables(traces: list[RankTrace]) -> dict[str, pa.Table]:
@@ -186,8 +237,9 @@ def tables(traces: list[RankTrace]) -> dict[str, pa.Table]:
                 names.setdefault(name_id(s), s)
     steps = [(t.rank, s, ts, dur) for t in traces for s, ts, dur in t.steps]
     return {
-        "gpu_events": pa.concat_tables([table for table, _ in built]),
-        "gpu_step_time": step_time_table([row for _, rows in built for row in rows]),
+        "gpu_events": pa.concat_tables([table for table, _, _ in built]),
+        "gpu_step_time": step_time_table([row for _, rows, _ in built for row in rows]),
+        "gpu_ranges": pa.concat_tables([ranges for _, _, ranges in built]),
         "kernel_names": pa.table({"name_id": from_list(list(names), pa.int64()),
                                   "name": from_list(list(names.values()), pa.string())}),
         "profiler_steps": pa.table({

@@ -8,6 +8,7 @@ from polytrace.ingest.formats import (
     areal_console,
     areal_sessions,
     kineto,
+    memory_timeline,
     nemo_rl_console,
     nsys,
     openrlhf_console,
@@ -53,6 +54,7 @@ FORMATS: list[Format] = [
     tensorboard_events.FORMAT,
     areal_sessions.FORMAT,
     nsys.FORMAT,
+    memory_timeline.FORMAT,
 ]
 
 

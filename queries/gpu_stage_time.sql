@@ -1,19 +1,20 @@
 -- name: gpu_stage_time
--- title: GPU work per NVTX range (RL stage) and rank
+-- title: GPU work per annotated range (RL stage) and rank
 -- section: GPU
 -- stored: yes
--- For an Nsight Systems export with NVTX ranges (verl's global_profiler.tool=nsys names them
--- after the worker method, e.g. update_actor, or the trainer's timer, e.g. gen): per rank and
--- range name, the time on the CPU inside the ranges and the GPU work their process launched
+-- For annotated CPU ranges: NVTX ranges of an Nsight Systems export (verl's
+-- global_profiler.tool=nsys names them after the worker method, e.g. update_actor, or the
+-- trainer's timer, e.g. gen) and record_function ranges of a Kineto trace (e.g. ## backward ##,
+-- nccl:all_reduce). Per rank and range name, the time on the CPU inside the ranges and the GPU work their process launched
 -- inside them (CUDA runtime calls matched to kernels, memcpys and memsets by correlation id,
 -- as nsys projects a range onto the GPU). gpu_us sums durations, so work overlapping on
 -- several streams counts in full; a nested range's work also counts in its parent's.
 -- gpu_span_us runs from the first launched event's start to the last one's end of each range,
--- summed: the range's length on the GPU. No rows for a run without NVTX ranges.
+-- summed: the range's length on the GPU. No rows for a run without annotated ranges.
 -- @param run_id VARCHAR  Run to analyse.
 -- @param rank INTEGER = NULL  Only this rank; NULL for every rank.
 -- @column rank INTEGER fmt=count  Global rank.
--- @column name VARCHAR  NVTX range text.
+-- @column name VARCHAR  Range text.
 -- @column stage VARCHAR  verl stage it serves (timing_s/<stage>), or NULL.
 -- @column ranges BIGINT fmt=count  Ranges of this name on the rank.
 -- @column range_us DOUBLE fmt=us  Their summed length on the CPU (us).

@@ -215,16 +215,17 @@ CREATE TABLE IF NOT EXISTS gpu_ranks (
     profiler_steps INTEGER  -- ProfilerStep windows in the file
 );
 
--- NVTX ranges of an Nsight Systems export (format nsys), each with the GPU work its process
--- launched inside it (CUDA runtime calls between its start and end, matched to their kernels,
--- memcpys and memsets by correlation id), as nsys projects a range onto the GPU. A nested
--- range's work counts in its parent's too. ProfilerStep#N ranges are profiler_steps instead.
+-- Annotated CPU ranges: NVTX ranges of an Nsight Systems export (format nsys) and record_function
+-- ranges of a Kineto trace (cat user_annotation), each with the GPU work its process launched
+-- inside it (CUDA runtime calls between its start and end, matched to their kernels, memcpys and
+-- memsets by correlation id), as nsys projects a range onto the GPU. A nested range's work
+-- counts in its parent's too. ProfilerStep#N ranges are profiler_steps instead.
 CREATE TABLE IF NOT EXISTS gpu_ranges (
     run_id           VARCHAR, -- owning run
     rank             INTEGER, -- global rank of the GPU the range's process ran work on
-    name             VARCHAR, -- the range's text, e.g. update_actor
+    name             VARCHAR, -- the range's text, e.g. update_actor, nccl:all_reduce
     stage            VARCHAR, -- verl stage it serves (timing_s/<stage>: gen, old_log_prob, ref, update_actor, ...), from a worker method or trainer timer name; NULL otherwise
-    ts_us            DOUBLE,  -- start on the UTC clock (us since the epoch; the capture's own clock without a session start)
+    ts_us            DOUBLE,  -- start on the trace's clock: the UTC clock, us since the epoch (an nsys capture without a session start: its own clock)
     dur_us           DOUBLE,  -- duration on the CPU (us)
     gpu_events       BIGINT,  -- kernels, memcpys and memsets launched inside it
     gpu_us           DOUBLE,  -- their summed durations (us; overlapping streams count twice)
@@ -232,6 +233,23 @@ CREATE TABLE IF NOT EXISTS gpu_ranges (
     memory_us        DOUBLE,  -- of which memcpys and memsets (us)
     gpu_start_us     DOUBLE,  -- first start of those events (us); NULL when it launched none
     gpu_end_us       DOUBLE   -- last end of those events (us): the range's span on the GPU ends here
+);
+
+-- PyTorch profiler memory timelines (format memory-timeline): the bytes live on a rank's device
+-- per category after each time an allocation changed, as HTA's memory analysis sums them.
+CREATE TABLE IF NOT EXISTS gpu_memory (
+    run_id                VARCHAR, -- owning run
+    rank                  INTEGER, -- global rank (from the file name, else 0)
+    ts_us                 DOUBLE,  -- time on the UTC clock (us since the epoch); memory that existed before profiling is at the first time
+    parameter_bytes       BIGINT,  -- model parameters (bytes)
+    optimizer_state_bytes BIGINT,  -- optimizer state (bytes)
+    input_bytes           BIGINT,  -- inputs (bytes)
+    temporary_bytes       BIGINT,  -- temporaries freed within the op that made them (bytes)
+    activation_bytes      BIGINT,  -- activations kept for the backward pass (bytes)
+    gradient_bytes        BIGINT,  -- gradients (bytes)
+    autograd_detail_bytes BIGINT,  -- autograd's own buffers (bytes)
+    unknown_bytes         BIGINT,  -- memory PyTorch could not categorise (bytes)
+    total_bytes           BIGINT   -- their sum (bytes)
 );
 
 -- gpu_events with their kernel names joined in.

@@ -120,6 +120,17 @@ INSERT INTO gpu_ranks (run_id, rank, source, rank_from, world_size, gpu_events, 
 SELECT r, k, 'rank' || k || '.json', 'file name', 2, 40, 4
 FROM (VALUES ('0001'), ('run.b')) t(r), range(2) a(k);
 
+-- Memory timelines: rank 0 of each run over steps 1..4 with two moments of equal peak (the
+-- first wins) and a drop; rank 1 of run.b a single moment (a timeline of no length).
+INSERT INTO gpu_memory (run_id, rank, ts_us, parameter_bytes, optimizer_state_bytes, input_bytes, temporary_bytes,
+                        activation_bytes, gradient_bytes, autograd_detail_bytes, unknown_bytes, total_bytes)
+SELECT r, 0, 1000 + 250 * i, 4096, 1024, 0, CASE WHEN i % 4 = 1 THEN 512 ELSE 0 END,
+       CASE WHEN i % 4 = 2 THEN 512 ELSE 0 END + 100 * (i % 3), 0, 0, 8,
+       4096 + 1024 + 512 * (i % 4 IN (1, 2))::INTEGER + 100 * (i % 3) + 8
+FROM (VALUES ('0001'), ('run.b')) t(r), range(16) a(i)
+UNION ALL
+SELECT 'run.b', 1, 2500, 1, 2, 3, 4, 5, 6, 7, 8, 36;
+
 -- NVTX ranges: a stage with GPU work (communication and memory in it), one that launched
 -- nothing (NULL GPU span, zero gpu_us), and an unnamed-stage range of zero length.
 INSERT INTO gpu_ranges (run_id, rank, name, stage, ts_us, dur_us, gpu_events, gpu_us, communication_us,

@@ -199,7 +199,14 @@ def test_bad_exports_are_refused_in_one_line(con, tmp_path):
     cut = tmp_path / "cut.sqlite"
     data = build(tmp_path / "whole.sqlite", RANK0, STEPS).read_bytes()
     cut.write_bytes(data[:len(data) // 2])
-    _refused(con, cut)
+    assert f"{len(data) // 2:,} bytes where its SQLite header states {len(data):,}" in _refused(con, cut)
+    # SQLite itself ignores bytes appended to a database: the header's page count does not
+    appended = tmp_path / "appended.sqlite"
+    appended.write_bytes(data + b"9" * 4096 + b"\n")
+    assert "truncated, or bytes appended" in _refused(con, appended)
+    short = tmp_path / "short.sqlite"
+    short.write_bytes(nsys.MAGIC)
+    assert "no SQLite header" in _refused(con, short)
     missing = build(tmp_path / "old.sqlite", RANK0)
     with closing(sqlite3.connect(missing)) as raw:
         raw.execute("ALTER TABLE CUPTI_ACTIVITY_KIND_KERNEL DROP COLUMN streamId")
@@ -210,3 +217,31 @@ def test_bad_exports_are_refused_in_one_line(con, tmp_path):
 def test_an_export_without_a_session_start_says_its_clock_is_its_own(con, tmp_path):
     result = ingest_paths(con, [build(tmp_path / "rank0.sqlite", RANK0, STEPS, session_ns=None)])
     assert any("capture's own clock" in w for w in result.warnings)
+
+
+def test_kineto_user_annotations_carry_the_gpu_work_their_launches_made(con, shared_data):
+    """The same projection on a real Kineto trace, checked against its raw events: each
+    record_function range gets the kernels, memcpys and memsets whose runtime launch lies in it."""
+    import gzip as gz
+    import json
+
+    path = shared_data / "kineto/nccl_parser_config/nccl_data.json.gz"
+    events = json.loads(gz.decompress(path.read_bytes()))["traceEvents"]
+    device = {e["args"]["correlation"]: e for e in events if e.get("ph") == "X"
+              and e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset") and "correlation" in e.get("args", {})}
+    launches = [(e["ts"], e["args"]["correlation"]) for e in events if e.get("cat") == "cuda_runtime"
+                and e.get("args", {}).get("correlation") in device]
+    expected: dict[str, list] = {}
+    for r in (e for e in events if e.get("cat") == "user_annotation" and not e["name"].startswith("ProfilerStep")):
+        mine = [device[c] for ts, c in launches if r["ts"] <= ts < r["ts"] + r["dur"]]
+        row = expected.setdefault(r["name"], [0, 0, 0.0, 0.0])
+        row[0] += 1
+        row[1] += len(mine)
+        row[2] += sum(k["dur"] for k in mine)
+        row[3] += sum(k["dur"] for k in mine if "nccl" in k["name"].lower())
+    run = ingest_paths(con, [path]).run_id
+    got = {r[1]: [r[3], r[5], r[6], r[6] * (r[8] or 0) / 100] for r in run_query(con, "gpu_stage_time", run_id=run)}
+    assert got.keys() == expected.keys() and len(got) == 8
+    for name, (ranges, n, gpu_us, comm_us) in expected.items():
+        assert got[name] == [ranges, n, pytest.approx(gpu_us), pytest.approx(comm_us, abs=1e-6)], name
+    assert got["nccl:all_reduce"][1] == 15 and got["## backward ##"][1] == 2391

@@ -114,6 +114,8 @@ def _collect(trace: RankTrace, events: list) -> None:
                     elif e.ts > trace.last_gpu_step:  # HTA's last-step cutoff counts these too
                         trace.last_gpu_step = e.ts
                 continue
+            if cat == "user_annotation" and e.ts is not None and e.dur is not None:
+                trace.ranges.append((0, e.ts, e.dur, e.name))
             if a is None or a.stream == -1:
                 continue
         stream = -1 if a is None else a.stream if a.stream.__class__ is int else as_int(a.stream, -1)

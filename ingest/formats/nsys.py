@@ -17,23 +17,20 @@ import re
 import sqlite3
 import tempfile
 from array import array
-from collections import defaultdict
 from contextlib import closing, contextmanager
 from pathlib import Path
 from typing import Iterator
 from urllib.parse import quote
 
 import numpy as np
-import pyarrow as pa
 
-from polytrace.ingest.columns import from_list
 from polytrace.ingest.contract import Format, IngestError, Parsed, Sample
-from polytrace.ingest.gpu_trace import (INT32_MAX, KERNEL, MEMORY_EVENT, SYNC, RankTrace, after_load, count,
-                                        known_name, rank_in_file_name, tables, warnings)
-from polytrace.ingest.rl_stages import stage_of
+from polytrace.ingest.gpu_trace import (INT32_MAX, KERNEL, MEMORY_EVENT, SYNC, RankTrace,
+                                        after_load, count, extend, known_name, rank_in_file_name, tables, warnings)
 from polytrace.ingest.sources import name_of, seekable
 
 MAGIC = b"SQLite format 3\x00"
+HEADER_BYTES = 100
 BATCH_ROWS = 65536
 # A name longer than this is no kernel or range name nsys wrote; sqlite refuses to return it.
 MAX_VALUE_BYTES = 1 << 20
@@ -50,14 +47,6 @@ SYNC_NAMES = {1: "Event Sync", 2: "Stream Wait Event", 3: "Stream Sync", 4: "Con
 RANGE_TYPES = {"NvtxPushPopRange": 59, "NvtxStartEndRange": 60}
 _STEP_NAME = re.compile(r"ProfilerStep\s*#\s*(\d+)$")
 _ENV_RANK = re.compile(r'^(RANK|WORLD_SIZE)="?(\d+)"?$')
-ACTIVITY = ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET",
-            "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION")
-RANGE_TYPES_PA = {"rank": pa.int32(), "name": pa.string(), "stage": pa.string(), "ts_us": pa.float64(),
-                  "dur_us": pa.float64(), "gpu_events": pa.int64(), "gpu_us": pa.float64(),
-                  "communication_us": pa.float64(), "memory_us": pa.float64(), "gpu_start_us": pa.float64(),
-                  "gpu_end_us": pa.float64()}
-
-
 class Export:
     """An open export: its tables, their columns, and reads of them in batches."""
 
@@ -69,16 +58,38 @@ class Export:
     def columns(self, table: str) -> set[str]:
         return {row[1] for row in self.rows(f'PRAGMA table_info("{table}")')}
 
-    def rows(self, sql: str, params: tuple = ()) -> Iterator[tuple]:
+    def batches(self, sql: str, params: tuple = ()) -> Iterator[list[tuple]]:
         try:
             cursor = self.con.execute(sql, params)
             while batch := cursor.fetchmany(BATCH_ROWS):
-                yield from batch
+                yield batch
         except sqlite3.Error as e:
             raise IngestError(self.path, f"unreadable SQLite data ({e})") from None
 
-    def one(self, sql: str, default=None):
-        return next(iter(self.rows(sql)), default)
+    def rows(self, sql: str, params: tuple = ()) -> Iterator[tuple]:
+        for batch in self.batches(sql, params):
+            yield from batch
+
+    def one(self, sql: str, params: tuple = (), default=None):
+        return next(iter(self.rows(sql, params)), default)
+
+
+def _check_length(path: Path, source: Path) -> None:
+    """Refuse a file whose length is not the page count times the page size its header states
+    (bytes 16-17 and 28-31 of the SQLite file format), where that count is valid (the change
+    counter at 24-27 equals the version at 92-95): SQLite would read a truncated file's tables
+    until it met a missing page, and silently ignore bytes appended to the file."""
+    with open(path, "rb") as f:
+        header = f.read(HEADER_BYTES)
+        size = f.seek(0, 2)
+    if len(header) < HEADER_BYTES or not header.startswith(MAGIC):
+        raise IngestError(source, "not an SQLite file (no SQLite header)")
+    page_size = int.from_bytes(header[16:18], "big")
+    page_size = 65536 if page_size == 1 else page_size
+    pages = int.from_bytes(header[28:32], "big")
+    if pages and header[24:28] == header[92:96] and size != pages * page_size:
+        raise IngestError(source, f"{size:,} bytes where its SQLite header states {pages * page_size:,} "
+                                  f"({pages:,} pages of {page_size:,} bytes): truncated, or bytes appended")
 
 
 @contextmanager
@@ -95,11 +106,6 @@ def _opened(path: Path) -> Iterator[Export]:
         con.execute("PRAGMA trusted_schema = OFF")
         con.execute("PRAGMA cell_size_check = ON")
         yield Export(con, path)
-
-
-def _name_column(export: Export, table: str, wanted: tuple[str, ...]) -> str | None:
-    have = export.columns(table)
-    return next((c for c in wanted if c in have), None)
 
 
 def _required(export: Export, table: str, columns: tuple[str, ...]) -> None:
@@ -128,99 +134,114 @@ def _environment(export: Export) -> dict[str, int]:
     return found
 
 
+def _int(column: str, default: int = -1) -> str:
+    """The column where it holds an integer, else `default`: a batch converts to int64 whole."""
+    return f"iif(typeof({column}) = 'integer', {column}, {default})"
+
+
+# Per activity table: its kind, the columns its name is made of (as one integer key), and
+# the columns it must have.
+ACTIVITIES = {
+    "CUPTI_ACTIVITY_KIND_KERNEL": (KERNEL, None, ()),
+    "CUPTI_ACTIVITY_KIND_MEMCPY": (MEMORY_EVENT, "copyKind", ("copyKind",)),
+    "CUPTI_ACTIVITY_KIND_MEMSET": (MEMORY_EVENT, "memKind", ()),
+    "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION": (SYNC, "syncType", ("syncType",)),
+}
+EVENT_COLUMNS = ("start", "end", "deviceId", "streamId", "correlationId")
+
+
 class Reader:
-    """The export's device events, per device (one RankTrace each), with their launches."""
+    """The export's device events, per device (one RankTrace each), with their launches, read a
+    batch of rows at a time into numpy columns."""
 
     def __init__(self, export: Export, source: str):
         self.export, self.source = export, source
         self.base_ns = _session_start_ns(export)
         self.traces: dict[int, RankTrace] = {}
-        self.pids: dict[int, set[int]] = defaultdict(set)  # device -> processes that ran work on it
-        self.launches: dict[int, tuple[array, array]] = {}  # process -> (correlation ids, launch ns)
-        self.event_pid: dict[int, array] = defaultdict(lambda: array("q"))  # device -> each event's process
+        # a process (globalPid >> 24, as nsys serialises it) -> a small index: correlation ids are
+        # a process's own, so an event's and its launch's key is (index << 32) + correlation id
+        self.process_index: dict[int, int] = {}
+        self.launch = (array("q"), array("q"))  # (key, start ns) of each runtime call
+        self.strings: dict[int, str] = {}
+        self.skipped = 0
+        self.skipped_ranges = 0
 
-    def us(self, ns: int) -> float:
-        """A time of the capture on the UTC clock (us since the epoch), or the capture's own clock."""
-        return (ns + (self.base_ns or 0)) / 1000
+    def us(self, ns: np.ndarray) -> np.ndarray:
+        """Times of the capture on the UTC clock (us since the epoch), or on the capture's own
+        clock; whole us first, so the fraction keeps what a float of that size can."""
+        total = ns + (self.base_ns or 0)
+        return (total // 1000).astype(np.float64) + (total % 1000) / 1000
 
     def trace(self, device: int) -> RankTrace:
         if device not in self.traces:
             self.traces[device] = RankTrace(self.source)
         return self.traces[device]
 
-    def add(self, device, start, end, stream, kind: int, name: str, corr, pid) -> None:
-        if not (isinstance(start, int) and isinstance(end, int) and isinstance(device, int)) or end < start:
-            self.trace(device if isinstance(device, int) else -1).skipped += 1
-            return
-        trace = self.trace(device)
-        trace.events += 1
-        stream = stream if isinstance(stream, int) else -1
-        known = known_name(trace, name, kind)
-        trace.ts.append(self.us(start))
-        trace.dur.append((end - start) / 1000)
-        trace.stream.append(stream if kind != SYNC and 0 <= stream <= INT32_MAX else -1)
-        trace.kind.append(known[1])
-        trace.name.append(known[0])
-        trace.corr.append(corr if isinstance(corr, int) else -1)
-        trace.stored.append(kind != SYNC and 0 <= stream <= INT32_MAX)
-        pid = pid >> 24 if isinstance(pid, int) else -1
-        self.pids[device].add(pid)
-        self.event_pid[device].append(pid)
+    def pids(self, device: int) -> np.ndarray:
+        """The indices of the processes that ran work on the device."""
+        return np.unique(np.frombuffer(self.traces[device].process, dtype=np.int64))
+
+    def processes(self, pids: np.ndarray) -> np.ndarray:
+        uniq, inverse = np.unique(pids, return_inverse=True)
+        index = [self.process_index.setdefault(p, len(self.process_index)) for p in uniq.tolist()]
+        return np.array(index, dtype=np.int64)[inverse]
+
+    @staticmethod
+    def key(process: np.ndarray, corr: np.ndarray) -> np.ndarray:
+        return np.where(corr >= 0, (process << 32) + (corr & 0xFFFFFFFF), -1)
 
     def read(self) -> None:
-        self._kernels()
-        self._memcpys()
-        self._memsets()
-        self._syncs()
+        for table, (kind, key, needed) in ACTIVITIES.items():
+            if table in self.export.tables:
+                self._activity(table, kind, key, needed)
         self._launches()
 
-    def _kernels(self) -> None:
-        table = "CUPTI_ACTIVITY_KIND_KERNEL"
-        if table not in self.export.tables:
-            return
-        _required(self.export, table, ("start", "end", "deviceId", "streamId", "correlationId"))
-        name = _name_column(self.export, table, ("demangledName", "shortName"))
-        name_sql = f"s.value FROM {table} k LEFT JOIN StringIds s ON s.id = k.{name}" if name else f"NULL FROM {table} k"
-        for start, end, device, stream, corr, pid, text in self.export.rows(
-                f"SELECT k.start, k.end, k.deviceId, k.streamId, k.correlationId, {self._pid('k', table)}, {name_sql}"):
-            self.add(device, start, end, stream, KERNEL, text if isinstance(text, str) else "unnamed kernel", corr, pid)
+    def _activity(self, table: str, kind: int, key: str | None, needed: tuple[str, ...]) -> None:
+        _required(self.export, table, EVENT_COLUMNS + needed)
+        have = self.export.columns(table)
+        if kind == KERNEL:
+            key = next((c for c in ("demangledName", "shortName") if c in have), None)
+        if key == "copyKind" and {"srcKind", "dstKind"} <= have:
+            key_sql = f"{_int('copyKind')} * 65536 + {_int('srcKind', 255)} * 256 + {_int('dstKind', 255)}"
+        else:
+            key_sql = _int(key) if key in have else "-1"
+        pid = f"{_int('globalPid', 0)} >> 24" if "globalPid" in have else "0"
+        valid = "typeof(start) = 'integer' AND typeof(end) = 'integer' AND typeof(deviceId) = 'integer' AND end >= start"
+        self.skipped += self.export.one(f"SELECT count(*) FROM {table} WHERE NOT ({valid})")[0]
+        sql = (f"SELECT start, end, deviceId, {_int('streamId')}, {_int('correlationId')}, {pid}, {key_sql} "
+               f"FROM {table} WHERE {valid}")
+        for batch in self.export.batches(sql):
+            self._add(np.array(batch, dtype=np.int64).reshape(-1, 7), kind, table)
 
-    def _memcpys(self) -> None:
-        table = "CUPTI_ACTIVITY_KIND_MEMCPY"
-        if table not in self.export.tables:
-            return
-        _required(self.export, table, ("start", "end", "deviceId", "streamId", "correlationId", "copyKind"))
-        kinds = "srcKind, dstKind" if {"srcKind", "dstKind"} <= self.export.columns(table) else "NULL, NULL"
-        for start, end, device, stream, corr, pid, copy, src, dst in self.export.rows(
-                f"SELECT start, end, deviceId, streamId, correlationId, {self._pid('', table)}, copyKind, {kinds} "
-                f"FROM {table}"):
-            name = f"Memcpy {COPY_KINDS.get(copy, 'Unknown')}"
-            if src is not None or dst is not None:
-                name += f" ({MEMORY_KINDS.get(src, 'Unknown')} -> {MEMORY_KINDS.get(dst, 'Unknown')})"
-            self.add(device, start, end, stream, MEMORY_EVENT, name, corr, pid)
+    def _add(self, rows: np.ndarray, kind: int, table: str) -> None:
+        for device in np.unique(rows[:, 2]).tolist():
+            part = rows[rows[:, 2] == device]
+            trace = self.trace(device)
+            keys, inverse = np.unique(part[:, 6], return_inverse=True)
+            known = [known_name(trace, self._name(table, k), kind) for k in keys.tolist()]
+            index = np.array([k[0] for k in known], dtype=np.int64)[inverse]
+            category = np.array([k[1] for k in known], dtype=np.int8)[inverse]
+            stream = part[:, 3]
+            stored = (stream >= 0) & (stream <= INT32_MAX) if kind != SYNC else np.zeros(len(part), dtype=bool)
+            process = self.processes(part[:, 5])
+            extend(trace, self.us(part[:, 0]), (part[:, 1] - part[:, 0]) / 1000, np.where(stored, stream, -1),
+                   category, index, self.key(process, part[:, 4]), stored)
+            trace.process.frombytes(process.tobytes())
 
-    def _memsets(self) -> None:
-        table = "CUPTI_ACTIVITY_KIND_MEMSET"
-        if table not in self.export.tables:
-            return
-        _required(self.export, table, ("start", "end", "deviceId", "streamId", "correlationId"))
-        kind = "memKind" if "memKind" in self.export.columns(table) else "NULL"
-        for start, end, device, stream, corr, pid, memory in self.export.rows(
-                f"SELECT start, end, deviceId, streamId, correlationId, {self._pid('', table)}, {kind} FROM {table}"):
-            name = "Memset" if memory is None else f"Memset ({MEMORY_KINDS.get(memory, 'Unknown')})"
-            self.add(device, start, end, stream, MEMORY_EVENT, name, corr, pid)
-
-    def _syncs(self) -> None:
-        table = "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION"
-        if table not in self.export.tables:
-            return
-        _required(self.export, table, ("start", "end", "deviceId", "streamId", "correlationId", "syncType"))
-        for start, end, device, stream, corr, pid, sync in self.export.rows(
-                f"SELECT start, end, deviceId, streamId, correlationId, {self._pid('', table)}, syncType FROM {table}"):
-            self.add(device, start, end, stream, SYNC, SYNC_NAMES.get(sync, "Unknown Sync"), corr, pid)
-
-    def _pid(self, alias: str, table: str) -> str:
-        return f"{alias + '.' if alias else ''}globalPid" if "globalPid" in self.export.columns(table) else "NULL"
+    def _name(self, table: str, key: int) -> str:
+        if table == "CUPTI_ACTIVITY_KIND_KERNEL":
+            if key not in self.strings:
+                row = self.export.one("SELECT value FROM StringIds WHERE id = ?", (key,))
+                self.strings[key] = row[0] if row and isinstance(row[0], str) else "unnamed kernel"
+            return self.strings[key]
+        if table == "CUPTI_ACTIVITY_KIND_MEMCPY":
+            name = f"Memcpy {COPY_KINDS.get(key // 65536 if key >= 0 else key, 'Unknown')}"
+            src, dst = (key // 256) % 256, key % 256
+            return name if key < 0 or (src, dst) == (255, 255) else \
+                f"{name} ({MEMORY_KINDS.get(src, 'Unknown')} -> {MEMORY_KINDS.get(dst, 'Unknown')})"
+        if table == "CUPTI_ACTIVITY_KIND_MEMSET":
+            return "Memset" if key < 0 else f"Memset ({MEMORY_KINDS.get(key, 'Unknown')})"
+        return SYNC_NAMES.get(key, "Unknown Sync")
 
     def _launches(self) -> None:
         """Each process's CUDA runtime calls by correlation id: the CPU launch of its GPU events."""
@@ -228,16 +249,19 @@ class Reader:
         if table not in self.export.tables:
             return
         _required(self.export, table, ("start", "correlationId", "globalTid"))
-        for start, corr, tid in self.export.rows(f"SELECT start, correlationId, globalTid FROM {table}"):
-            if isinstance(start, int) and isinstance(corr, int) and isinstance(tid, int) and corr >= 0:
-                corrs, times = self.launches.setdefault(tid >> 24, (array("q"), array("q")))
-                corrs.append(corr)
-                times.append(start)
+        sql = (f"SELECT globalTid >> 24, correlationId, start FROM {table} WHERE typeof(start) = 'integer' "
+               "AND typeof(correlationId) = 'integer' AND typeof(globalTid) = 'integer' AND correlationId >= 0")
+        known = np.array(sorted(self.process_index), dtype=np.int64)
+        for batch in self.export.batches(sql):
+            rows = np.array(batch, dtype=np.int64).reshape(-1, 3)
+            rows = rows[np.isin(rows[:, 0], known)]  # a process that ran nothing on a GPU launched nothing
+            self.launch[0].frombytes(self.key(self.processes(rows[:, 0]), rows[:, 1]).tobytes())
+            self.launch[1].frombytes(np.ascontiguousarray(rows[:, 2]).tobytes())
+        key, start = (np.frombuffer(c, dtype=np.int64) for c in self.launch)
         for device, trace in self.traces.items():
-            for pid in self.pids[device]:
-                corrs, times = self.launches.get(pid, ((), ()))
-                trace.launch_corr.extend(corrs)
-                trace.launch_ts.extend(self.us(t) for t in times)
+            mine = np.isin(key >> 32, self.pids(device))
+            trace.launch_corr.frombytes(key[mine].tobytes())
+            trace.launch_ts.frombytes(self.us(start[mine]).tobytes())
 
 
 def _range_types(export: Export) -> list[int]:
@@ -289,81 +313,48 @@ def _device_names(export: Export) -> dict[int, str]:
     return {d: n for d, n in export.rows(f"SELECT {key}, name FROM TARGET_INFO_GPU") if isinstance(n, str)}
 
 
-def _projection(reader: Reader, device: int, trace: RankTrace):
-    """Per process of the device, its GPU events sorted by CPU launch (ns since the capture
-    began): (launch, dur us, category) arrays, for the ranges it launched them in."""
-    pid = np.frombuffer(reader.event_pid[device], dtype=np.int64)
-    corr = np.frombuffer(trace.corr, dtype=np.int64)
-    stored = np.frombuffer(trace.stored, dtype=np.int8).astype(bool)
-    ts = np.frombuffer(trace.ts, dtype=np.float64)
-    dur = np.frombuffer(trace.dur, dtype=np.float64)
-    category = np.frombuffer(trace.kind, dtype=np.int8)
-    out = {}
-    for p in reader.pids[device]:
-        corrs, times = reader.launches.get(p, ((), ()))
-        lc, lt = np.array(corrs, dtype=np.int64), np.array(times, dtype=np.int64)
-        order = np.argsort(lc, kind="stable")
-        lc, lt = lc[order], lt[order]
-        mine = stored & (pid == p)
-        c = corr[mine]
-        pos = np.minimum(np.searchsorted(lc, c), max(len(lc) - 1, 0))
-        hit = (lc[pos] == c) if len(lc) else np.zeros(len(c), dtype=bool)
-        launch = lt[pos][hit]
-        by = np.argsort(launch, kind="stable")
-        out[p] = (launch[by], ts[mine][hit][by], dur[mine][hit][by], category[mine][hit][by])
-    return out
-
-
-def _range_rows(reader: Reader, ranges: list[tuple[int, int, int, str]], by_pid: dict[int, int]) -> dict:
-    """gpu_ranges columns: each range with the GPU events its process launched inside it."""
-    cols: dict[str, list] = {k: [] for k in RANGE_TYPES_PA}
-    projections = {d: _projection(reader, d, t) for d, t in reader.traces.items()}
+def _attach_ranges(reader: Reader, ranges: Iterator[tuple[int, int, int, str]]) -> None:
+    """Each range to the GPU(s) its process ran work on (ProfilerStep#N as a step window); with
+    one GPU, a range of a process that ran nothing on it too, with no GPU work."""
+    devices = {p: [d for d in reader.traces if p in reader.pids(d).tolist()] for p in reader.process_index.values()}
+    only = list(reader.traces) if len(reader.traces) == 1 else []
     for start, end, pid, name in ranges:
-        device = by_pid.get(pid, next(iter(reader.traces)) if len(reader.traces) == 1 else None)
-        if device is None:
-            continue
-        trace = reader.traces[device]
-        if m := _STEP_NAME.match(name):
-            trace.steps.append((count(m.group(1), "ProfilerStep", trace.source), reader.us(start), (end - start) / 1000))
-            continue
-        launch, ts, dur, category = projections[device].get(pid, (np.zeros(0, np.int64),) * 4)
-        lo, hi = np.searchsorted(launch, [start, end])
-        part_ts, part_dur, part_cat = ts[lo:hi], dur[lo:hi], category[lo:hi]
-        for key, value in (("rank", trace.rank), ("name", name), ("stage", stage_of(name)),
-                           ("ts_us", reader.us(start)), ("dur_us", (end - start) / 1000),
-                           ("gpu_events", int(hi - lo)), ("gpu_us", float(part_dur.sum())),
-                           ("communication_us", float(part_dur[part_cat == 1].sum())),
-                           ("memory_us", float(part_dur[part_cat == 2].sum())),
-                           ("gpu_start_us", float(part_ts.min()) if hi > lo else None),
-                           ("gpu_end_us", float((part_ts + part_dur).max()) if hi > lo else None)):
-            cols[key].append(value)
-    return cols
+        process = reader.process_index.get(pid, -1)
+        targets = devices.get(process) or only
+        if not targets:
+            reader.skipped_ranges += 1
+        at = float(reader.us(np.array([start], dtype=np.int64))[0])
+        for device in targets:
+            trace = reader.traces[device]
+            if m := _STEP_NAME.match(name):
+                trace.steps.append((count(m.group(1), "ProfilerStep", trace.source), at, (end - start) / 1000))
+            else:
+                trace.ranges.append((process, at, (end - start) / 1000, name))
 
 
 def _parse_export(export: Export, path: Path) -> Parsed:
-    if "StringIds" not in export.tables or not export.tables & {*ACTIVITY, "NVTX_EVENTS"}:
+    if "StringIds" not in export.tables or not export.tables & {*ACTIVITIES, "NVTX_EVENTS"}:
         raise IngestError(path, "an SQLite file without Nsight Systems tables (StringIds, CUPTI_ACTIVITY_KIND_*, "
                                 "NVTX_EVENTS): not an `nsys export --type sqlite` file")
     reader = Reader(export, name_of(path))
     reader.read()
-    reader.traces.pop(-1, None)
     if not reader.traces:
         raise IngestError(path, "no GPU kernels, memcpys, memsets or synchronisations: was the capture run with "
                                 "`--trace=cuda`?")
     _assign_ranks(reader, _environment(export))
     devices = _device_names(export)
-    by_pid = {p: d for d, pids in reader.pids.items() for p in pids}
-    ranges = _range_rows(reader, list(_ranges(export)), by_pid)
+    _attach_ranges(reader, _ranges(export))
     for device, trace in reader.traces.items():
         trace.device = devices.get(device)
     traces = list(reader.traces.values())
     out = tables(traces)
-    out["gpu_ranges"] = pa.table({k: from_list(v, t) for k, (v, t) in
-                                  ((k, (ranges[k], t)) for k, t in RANGE_TYPES_PA.items())})
     notes = [w for t in traces for w in warnings(t) if "distributedInfo" not in w]
     if reader.base_ns is None:
         notes.append(f"{reader.source}: no TARGET_INFO_SESSION_START_TIME; times are on the capture's own clock, "
                      "not aligned with other ranks' files")
+    if reader.skipped or reader.skipped_ranges:
+        notes.append(f"{reader.source}: skipped {reader.skipped} GPU event(s) without a whole start, end and device, "
+                     f"and {reader.skipped_ranges} NVTX range(s) of processes that ran nothing on a GPU")
     if any(t.rank_from == "default" for t in traces):
         notes.append(f"{reader.source}: no rank in the file name and no RANK in the captured environment; using rank 0")
     return Parsed(tables=out, run={"n_gpus": traces[0].world_size if len(traces) == 1 else len(traces)},
@@ -371,8 +362,10 @@ def _parse_export(export: Export, path: Path) -> Parsed:
 
 
 def parse(path: Path) -> Parsed:
-    with seekable(path) as file, _opened(file) as export:
-        return _parse_export(export, path)
+    with seekable(path) as file:
+        _check_length(file, path)
+        with _opened(file) as export:
+            return _parse_export(export, path)
 
 
 def sniff(head: bytes, name: str) -> bool:
