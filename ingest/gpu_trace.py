@@ -15,6 +15,8 @@ import pyarrow as pa
 
 from polytrace.ingest.columns import from_list, from_numpy
 from polytrace.ingest.contract import IngestError, Parsed
+from polytrace.ingest import critical_path
+from polytrace.ingest.critical_path import Timeline
 from polytrace.ingest.gpu_time import step_time_rows, step_time_table
 from polytrace.ingest.rl_stages import stage_of
 
@@ -54,6 +56,11 @@ class RankTrace:
     # annotated ranges (Kineto user annotations, NVTX ranges): (process, start us, duration us, name)
     ranges: list[tuple[int, float, float, str]] = field(default_factory=list)
     process: array = field(default_factory=lambda: array("q"))  # each event's process, where ranges need it (else 0)
+    # every event the critical path reads (Kineto only)
+    timeline: Timeline = field(default_factory=Timeline)
+    # Kineto [memory] events: (ts us, allocated bytes, reserved bytes, device type, device id)
+    memory: list[tuple[float, int, int, int, int | None]] = field(default_factory=list)
+    skipped_memory: int = 0
     names: dict[str, tuple[int, int, bool]] = field(default_factory=dict)  # name -> (index, category, HTA compute)
     events: int = 0
     skipped: int = 0
@@ -227,6 +234,43 @@ def range_table(trace: RankTrace, launch: np.ndarray, ts: np.ndarray, dur: np.nd
     return pa.table({k: from_list(v, RANGE_COLUMNS[k]) for k, v in cols.items()})
 
 
+# c10::DeviceType of a [memory] event (c10/core/DeviceType.h); ROCm's HIP devices say CUDA
+_DEVICE_TYPES = {0: "cpu", 1: "cuda", 6: "hip", 12: "xpu", 13: "mps", 19: "mtia"}
+# PyTorch's memory categories, in its own index order (torch/profiler/_memory_profiler.py _CATEGORY_TO_COLORS)
+MEMORY_COLUMNS = ("parameter", "optimizer_state", "input", "temporary", "activation", "gradient", "autograd_detail",
+                  "unknown")
+
+
+def _device(kind: int, index: int | None) -> str:
+    name = _DEVICE_TYPES.get(kind, f"device{kind}")
+    return name if index is None or index < 0 else f"{name}:{index}"
+
+
+def memory_table(traces: list[RankTrace]) -> pa.Table:
+    """gpu_memory of Kineto [memory] events: per rank and device, the allocator's totals after
+    each time (the last event's where several share one), all unknown: no category is known."""
+    rows = []
+    for t in traces:
+        last = {}
+        for ts, allocated, reserved, kind, index in sorted(t.memory, key=lambda m: m[0]):
+            last[(_device(kind, index), ts)] = (allocated, reserved)
+        rows += [(t.rank, device, ts, *values) for (device, ts), values in last.items()]
+    return uncategorised_memory(rows)
+
+
+def uncategorised_memory(rows: list[tuple]) -> pa.Table:
+    """gpu_memory of (rank, device, ts us, allocated bytes, reserved bytes) rows, from a source
+    that names no category: every byte unknown."""
+    unknown = [None] * len(rows)
+    columns = {"rank": from_list([r[0] for r in rows], pa.int32()),
+               "device": from_list([r[1] for r in rows], pa.string()),
+               "ts_us": from_list([r[2] for r in rows], pa.float64())}
+    columns |= {f"{c}_bytes": from_list(unknown, pa.int64()) for c in MEMORY_COLUMNS[:-1]}
+    columns |= {name: from_list([r[3] for r in rows], pa.int64()) for name in ("unknown_bytes", "total_bytes")}
+    columns["reserved_bytes"] = from_list([r[4] for r in rows], pa.int64())
+    return pa.table(columns)
+
+
 def tables(traces: list[RankTrace]) -> dict[str, pa.Table]:
     built = [_events_table(t) for t in traces]
     names = {}
@@ -240,6 +284,8 @@ def tables(traces: list[RankTrace]) -> dict[str, pa.Table]:
         "gpu_events": pa.concat_tables([table for table, _, _ in built]),
         "gpu_step_time": step_time_table([row for _, rows, _ in built for row in rows]),
         "gpu_ranges": pa.concat_tables([ranges for _, _, ranges in built]),
+        "gpu_memory": memory_table(traces),
+        **critical_path.tables([(t.rank, path) for t in traces for path in critical_path.critical_paths(t.timeline)]),
         "kernel_names": pa.table({"name_id": from_list(list(names), pa.int64()),
                                   "name": from_list(list(names.values()), pa.string())}),
         "profiler_steps": pa.table({
@@ -265,9 +311,12 @@ def warnings(trace: RankTrace) -> list[str]:
         out.append(f"{trace.source}: no distributedInfo.rank and no rank in the file name; using rank 0")
     if not any(trace.stored):
         out.append(f"{trace.source}: no GPU kernels, memcpys or memsets (a CPU-only trace?); "
-                   f"loaded {len(trace.steps)} profiler step(s) only")
+                   f"loaded {len(trace.steps)} profiler step(s) and {len(trace.memory)} [memory] event(s) only")
     if trace.skipped:
         out.append(f"{trace.source}: skipped {trace.skipped} GPU event(s) without ts, dur or stream")
+    if trace.skipped_memory:
+        out.append(f"{trace.source}: skipped {trace.skipped_memory} [memory] event(s) without Total Allocated, "
+                   "Total Reserved or Device Type")
     return out
 
 

@@ -8,6 +8,7 @@ from polytrace.ingest.formats import (
     areal_console,
     areal_sessions,
     kineto,
+    memory_snapshot,
     memory_timeline,
     nemo_rl_console,
     nsys,
@@ -55,6 +56,7 @@ FORMATS: list[Format] = [
     areal_sessions.FORMAT,
     nsys.FORMAT,
     memory_timeline.FORMAT,
+    memory_snapshot.FORMAT,
 ]
 
 

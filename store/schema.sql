@@ -235,12 +235,53 @@ CREATE TABLE IF NOT EXISTS gpu_ranges (
     gpu_end_us       DOUBLE   -- last end of those events (us): the range's span on the GPU ends here
 );
 
--- PyTorch profiler memory timelines (format memory-timeline): the bytes live on a rank's device
--- per category after each time an allocation changed, as HTA's memory analysis sums them.
+-- The critical path of each profiled window of a rank's Kineto trace, as HTA 0.5 defines it
+-- (critical_path_analysis): the chain of CPU operators, launches, GPU kernels and syncs whose
+-- weights add up to the most time. Windows are the ProfilerSteps; a trace without them has one
+-- for the whole trace and one per record_function range (the first 64 by start).
+CREATE TABLE IF NOT EXISTS critical_paths (
+    run_id                    VARCHAR, -- owning run
+    rank                      INTEGER, -- global rank
+    annotation                VARCHAR, -- the window: ProfilerStep, (whole trace), or a record_function range's name (HTA's annotation)
+    instance                  INTEGER, -- which range of that name, from 0 in the trace's order
+    step                      INTEGER, -- profiler step number of a ProfilerStep window, else NULL
+    ts_us                     DOUBLE,  -- window start on the trace's clock (us)
+    dur_us                    DOUBLE,  -- window length (us)
+    length_us                 DOUBLE,  -- the path's length: the sum of its edges' weights (us)
+    span_us                   DOUBLE,  -- from the path's first node to its last (us): length plus the time it spent waiting (blocking calls, gaps between top-level operators)
+    cpu_us                    DOUBLE,  -- of the length, CPU operators and runtime calls (us)
+    gpu_compute_us            DOUBLE,  -- of the length, GPU kernels, memcpys and memsets other than NCCL's (us)
+    gpu_communication_us      DOUBLE,  -- of the length, NCCL kernels (us)
+    launch_overhead_us        DOUBLE,  -- of the length, launch to kernel start where the stream was empty (us)
+    kernel_kernel_overhead_us DOUBLE,  -- of the length, gaps between consecutive kernels on a stream (us)
+    events                    BIGINT,  -- events on the path
+    edges                     BIGINT   -- edges on the path
+);
+
+-- The edges of each critical path, in order.
+CREATE TABLE IF NOT EXISTS critical_path_edges (
+    run_id     VARCHAR, -- owning run
+    rank       INTEGER, -- global rank
+    annotation VARCHAR, -- as critical_paths
+    instance   INTEGER, -- as critical_paths
+    seq        INTEGER, -- position on the path, from 0
+    type       VARCHAR, -- operator, launch_delay, kernel_kernel_delay, dependency or sync_dependency (HTA's edge types)
+    bound      VARCHAR, -- what its time is: cpu, gpu_compute, gpu_communication, launch_overhead, kernel_kernel_overhead; NULL for a weightless dependency or sync
+    name       VARCHAR, -- the event its time is charged to (a launch delay: the kernel launched); NULL for a dependency or sync
+    track      VARCHAR, -- where that event ran: "thread <tid>" or "stream <n>"
+    ts_us      DOUBLE,  -- the edge's start on the trace's clock (us)
+    dur_us     DOUBLE   -- its weight (us): 0 for a dependency, a sync, or a blocking call's wait
+);
+
+-- Memory a rank's device held after each time an allocation changed: from a PyTorch profiler
+-- memory timeline (format memory-timeline) per category, as HTA's memory analysis sums them; from
+-- a Kineto trace's [memory] events (profile_memory=True) the allocator's running totals per
+-- device, which name no category (all in unknown_bytes) but say what was reserved.
 CREATE TABLE IF NOT EXISTS gpu_memory (
     run_id                VARCHAR, -- owning run
     rank                  INTEGER, -- global rank (from the file name, else 0)
-    ts_us                 DOUBLE,  -- time on the UTC clock (us since the epoch); memory that existed before profiling is at the first time
+    ts_us                 DOUBLE,  -- time on the file's clock (us; a memory timeline's is the epoch); memory that existed before profiling is at the first time
+    device                VARCHAR, -- cuda:0, cpu, ... from a Kineto trace's [memory] events; NULL from a memory timeline export, which names none
     parameter_bytes       BIGINT,  -- model parameters (bytes)
     optimizer_state_bytes BIGINT,  -- optimizer state (bytes)
     input_bytes           BIGINT,  -- inputs (bytes)
@@ -249,7 +290,8 @@ CREATE TABLE IF NOT EXISTS gpu_memory (
     gradient_bytes        BIGINT,  -- gradients (bytes)
     autograd_detail_bytes BIGINT,  -- autograd's own buffers (bytes)
     unknown_bytes         BIGINT,  -- memory PyTorch could not categorise (bytes)
-    total_bytes           BIGINT   -- their sum (bytes)
+    total_bytes           BIGINT,  -- their sum (bytes)
+    reserved_bytes        BIGINT   -- reserved by the caching allocator, allocated or not (Kineto's Total Reserved; bytes); NULL from a memory timeline export
 );
 
 -- gpu_events with their kernel names joined in.

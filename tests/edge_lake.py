@@ -120,6 +120,30 @@ INSERT INTO gpu_ranks (run_id, rank, source, rank_from, world_size, gpu_events, 
 SELECT r, k, 'rank' || k || '.json', 'file name', 2, 40, 4
 FROM (VALUES ('0001'), ('run.b')) t(r), range(2) a(k);
 
+-- Kineto [memory] events: run.b rank 0 on cuda:0 (with what was reserved) and on the CPU, no categories.
+INSERT INTO gpu_memory (run_id, rank, ts_us, device, unknown_bytes, total_bytes, reserved_bytes)
+SELECT 'run.b', 0, 1100 + 300 * i, d, 100 * i + (d = 'cpu')::INTEGER, 100 * i + (d = 'cpu')::INTEGER, 4096
+FROM range(6) a(i), (VALUES ('cuda:0'), ('cpu')) b(d);
+
+-- Critical paths: steps 1..3 of rank 0 and 1 of each run, one with no time on the GPU, and a
+-- record_function window; each path's edges with two names tied in time and a weightless sync.
+INSERT INTO critical_paths (run_id, rank, annotation, instance, step, ts_us, dur_us, length_us, span_us, cpu_us,
+                            gpu_compute_us, gpu_communication_us, launch_overhead_us, kernel_kernel_overhead_us,
+                            events, edges)
+SELECT r, k, 'ProfilerStep', w - 1, w, 1000 * w, 1000, 800 - 50 * w, 900, 400, CASE w WHEN 2 THEN 0 ELSE 200 END,
+       CASE w WHEN 2 THEN 250 - 50 * w ELSE 100 - 50 * w END, 50, 50, 10 + w, 4
+FROM (VALUES ('0001'), ('run.b')) t(r), range(2) a(k), range(1, 4) b(w)
+UNION ALL
+SELECT 'run.b', 0, 'update_actor', 0, NULL, 1500, 300, 0, 0, 0, 0, 0, 0, 0, 0, 0;
+
+INSERT INTO critical_path_edges (run_id, rank, annotation, instance, seq, type, bound, name, track, ts_us, dur_us)
+SELECT r, k, 'ProfilerStep', w - 1, e, CASE e WHEN 3 THEN 'sync_dependency' ELSE 'operator' END,
+       CASE e WHEN 0 THEN 'cpu' WHEN 1 THEN 'cpu' WHEN 2 THEN 'gpu_compute' END,
+       CASE e WHEN 0 THEN 'aten::mm' WHEN 1 THEN 'aten::add' WHEN 2 THEN 'gemm' END,
+       CASE WHEN e < 2 THEN 'thread 1' ELSE 'stream 7' END, 1000 * w + 100 * e,
+       CASE e WHEN 3 THEN 0 WHEN 2 THEN 300 ELSE 200 END
+FROM (VALUES ('0001'), ('run.b')) t(r), range(2) a(k), range(1, 4) b(w), range(4) c(e);
+
 -- Memory timelines: rank 0 of each run over steps 1..4 with two moments of equal peak (the
 -- first wins) and a drop; rank 1 of run.b a single moment (a timeline of no length).
 INSERT INTO gpu_memory (run_id, rank, ts_us, parameter_bytes, optimizer_state_bytes, input_bytes, temporary_bytes,

@@ -36,7 +36,7 @@ def test_the_sample_sums_by_hand(con, tmp_path):
                     (0, 2.0, 4096, 1024, 0, 2048, 512, 7680), (0, 3.0, 4096, 1024, 0, 0, 512, 5632)]
     # the peak is first reached at t+1 us, with the temporary live
     assert run_query(con, "gpu_memory_peak", run_id=run) == [
-        (0, None, 7680, pytest.approx(0.001), 4096, 1024, 2048, 0, 512, 5632)]
+        (0, None, None, 7680, pytest.approx(0.001), 4096, 1024, 2048, 0, 512, 5632, None)]
 
 
 def test_peaks_per_profiler_step_of_the_same_run(con, tmp_path):
@@ -49,7 +49,7 @@ def test_peaks_per_profiler_step_of_the_same_run(con, tmp_path):
         {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#2", "ts": T_US + 1.5, "dur": 8.5}]})
     run = ingest_paths(con, [job]).run_id
     rows = run_query(con, "gpu_memory_peak", run_id=run)
-    assert [(r[1], r[2], r[3], r[9]) for r in rows] == [
+    assert [(r[2], r[3], r[4], r[10]) for r in rows] == [
         (None, 7680, pytest.approx(0.001), 5632), (1, 7680, pytest.approx(0.001), 7168),
         (2, 7680, pytest.approx(0.002), 5632)]
 
@@ -73,11 +73,11 @@ def test_the_shared_timeline_agrees_with_hta(con, shared_data):
         [(t / 1000, s) for t, s in sorted(expected.items())]
     assert all(r[9] == sum(r[1:9]) for r in rows)
     [peak] = run_query(con, "gpu_memory_peak", run_id=run)
-    assert peak[2] == max(sum(s) for s in sizes) == 3_082_832_104
-    first = min(t for t, s in expected.items() if sum(s) == peak[2])
-    assert peak[3] == pytest.approx((first - min(times)) / 1e6, abs=1e-3)
+    assert peak[3] == max(sum(s) for s in sizes) == 3_082_832_104
+    first = min(t for t, s in expected.items() if sum(s) == peak[3])
+    assert peak[4] == pytest.approx((first - min(times)) / 1e6, abs=1e-3)
     timeline = run_query(con, "gpu_memory_timeline", run_id=run, rank=0, bins=400)
-    assert len(timeline) <= 400 and max(r[6] for r in timeline) == peak[2]
+    assert len(timeline) <= 400 and max(r[6] for r in timeline) == peak[3]
 
 
 @pytest.mark.parametrize("text, reason", [
@@ -119,5 +119,53 @@ def test_peaks_per_nvtx_stage_on_one_clock(con, tmp_path):
           session_ns=T_US * 1000)
     run = ingest_paths(con, [job]).run_id
     assert run_query(con, "gpu_memory_stage_peak", run_id=run) == [
-        (0, "gen", "gen", 1, 7680, pytest.approx(0.001), 2048, 7680 - 5632),
-        (0, "update_actor", "update_actor", 1, 7680, pytest.approx(0.001), 2048, 0)]
+        (0, None, "gen", "gen", 1, 7680, pytest.approx(0.001), 2048, 7680 - 5632),
+        (0, None, "update_actor", "update_actor", 1, 7680, pytest.approx(0.001), 2048, 0)]
+
+
+FIXTURES = Path(__file__).parent / "fixtures" / "kineto"
+
+
+def test_a_trace_torch_wrote_with_profile_memory_peaks_at_its_own_total_allocated(con):
+    path = FIXTURES / "cpu_memory_rank0.json.gz"
+    events = json.loads(gzip.decompress(path.read_bytes()))["traceEvents"]
+    memory = [(e["ts"], e["args"]["Total Allocated"]) for e in events if e.get("name") == "[memory]"]
+    steps = sorted((int(e["name"].split("#")[1]), e["ts"], e["ts"] + e["dur"]) for e in events
+                   if e.get("name", "").startswith("ProfilerStep#"))
+    update = [(e["ts"], e["ts"] + e["dur"]) for e in events if e.get("name") == "update_actor"]
+    result = ingest_paths(con, [path])
+    assert "447 [memory] event(s)" in " ".join(result.warnings)
+    rows = run_query(con, "gpu_memory_peak", run_id=result.run_id)
+    whole, *per_step = rows
+    assert whole[:4] == (0, "cpu", None, max(b for _, b in memory)) == (0, "cpu", None, 9_447_440)
+    # no category is known: the whole peak is other, and nothing was reserved on the CPU
+    assert whole[5:9] == (None, None, None, None) and whole[9] == whole[3] and whole[11] == 0
+    assert [(r[2], r[3]) for r in per_step] == [
+        (n, max(b for t, b in memory if start <= t < end)) for n, start, end in steps]
+    stage = {r[2]: r for r in run_query(con, "gpu_memory_stage_peak", run_id=result.run_id)}
+    assert stage["update_actor"][4:6] == (len(update), max(b for t, b in memory if any(s <= t < e for s, e in update)))
+
+
+def test_memory_events_per_device_keep_the_state_after_each_time(con, tmp_path):
+    def mem(ts, allocated, reserved, kind, index):
+        return {"ph": "i", "cat": "cpu_instant_event", "name": "[memory]", "ts": ts,
+                "args": {"Total Allocated": allocated, "Total Reserved": reserved, "Device Type": kind,
+                         "Device Id": index, "Bytes": 0}}
+
+    # cuda:1 takes 100 then 300 bytes at the same time (the state after both: 400), frees 100;
+    # the CPU holds 50; an event without Total Allocated is skipped and said
+    path = write_json(tmp_path / "rank1.json", {"traceEvents": [
+        mem(10, 100, 2048, 1, 1), mem(10, 400, 2048, 1, 1), mem(12, 300, 4096, 1, 1), mem(11, 50, 0, 0, -1),
+        {"ph": "i", "cat": "cpu_instant_event", "name": "[memory]", "ts": 13, "args": {"Device Type": 1}}]})
+    result = ingest_paths(con, [path])
+    assert "skipped 1 [memory] event(s)" in " ".join(result.warnings)
+    rows = con.execute("SELECT rank, device, ts_us, unknown_bytes, total_bytes, reserved_bytes, parameter_bytes "
+                       "FROM gpu_memory WHERE run_id = ? ORDER BY device, ts_us", [result.run_id]).fetchall()
+    assert rows == [(1, "cpu", 11.0, 50, 50, 0, None), (1, "cuda:1", 10.0, 400, 400, 2048, None),
+                    (1, "cuda:1", 12.0, 300, 300, 4096, None)]
+    assert [r[:4] + r[11:] for r in run_query(con, "gpu_memory_peak", run_id=result.run_id)] == [
+        (1, "cpu", None, 50, 0), (1, "cuda:1", None, 400, 2048)]
+    # 'auto' draws the device that held the most
+    timeline = run_query(con, "gpu_memory_timeline", run_id=result.run_id, rank=1, bins=2)
+    assert [r[6] for r in timeline] == [400, 300]
+    assert [r[6] for r in run_query(con, "gpu_memory_timeline", run_id=result.run_id, rank=1, device="cpu")] == [50]

@@ -110,8 +110,11 @@ def test_ingest_golden_tables(con, two_ranks):
     assert result.format == KINETO
     # kernel_names: 6 names in a.json and 3 in b.json; each file stores its own (same ids).
     # gpu_step_time per rank: whole + step 1 without the last step, whole + steps 1, 2 with it.
+    # critical_paths: step 1 of each rank (with two ProfilerSteps HTA drops the last).
     assert result.rows == {"gpu_events": 15, "gpu_ranks": 2, "gpu_step_time": 10, "kernel_names": 9,
-                           "profiler_steps": 4}
+                           "profiler_steps": 4, "critical_paths": 2, "critical_path_edges": 15}
+    assert con.execute("SELECT rank, step FROM critical_paths WHERE run_id = ? ORDER BY rank",
+                       [result.run_id]).fetchall() == [(0, 1), (1, 1)]
     assert con.execute("SELECT count(DISTINCT name_id), count(DISTINCT name) FROM kernel_names "
                        "WHERE run_id = ?", [result.run_id]).fetchone() == (6, 6)
     # step by the window holding the launch: k7 starts at 9500 and ends in step 2's window but was
@@ -183,7 +186,7 @@ def test_cpu_only_trace_loads_its_steps_with_a_warning(con, tmp_path):
     result = ingest_paths(con, [path])
     assert result.rows == {"gpu_ranks": 1, "profiler_steps": 1}
     assert result.warnings == ["rank-2.json: no GPU kernels, memcpys or memsets (a CPU-only trace?); "
-                               "loaded 1 profiler step(s) only"]
+                               "loaded 1 profiler step(s) and 0 [memory] event(s) only"]
     assert run_query(con, "gpu_time", run_id=result.run_id) == []
 
 
@@ -512,8 +515,18 @@ def test_h200_replay_traces(con, shared_data, name):
                                   "rank_non_gpu/rank_non_gpu.json.gz",
                                   "distributed_info_unavailable/distributed_info_not_found.json.gz"])
 def test_traces_without_gpu_events_load_steps(con, shared_data, name):
-    result = ingest_paths(con, [shared_data / "kineto" / name])
-    assert result.rows == {"gpu_ranks": 1, "profiler_steps": 1}
+    path = shared_data / "kineto" / name
+    events = json.loads(gzip.decompress(path.read_bytes()))["traceEvents"]
+    # their record_function ranges load too, each with no GPU work
+    annotations = sum(1 for e in events if e.get("cat") == "user_annotation"
+                      and not e.get("name", "").startswith("ProfilerStep"))
+    result = ingest_paths(con, [path])
+    rows = {k: v for k, v in result.rows.items() if not k.startswith("critical_path")}
+    assert rows == {"gpu_ranks": 1, "profiler_steps": 1, "gpu_ranges": annotations} and annotations
+    # a critical path on the CPU alone, where the trace has operators
+    assert con.execute("SELECT count(*) FILTER (WHERE cpu_us <> length_us) FROM critical_paths WHERE run_id = ?",
+                       [result.run_id]).fetchone() == (0,)
+    assert con.execute("SELECT sum(gpu_events) FROM gpu_ranges WHERE run_id = ?", [result.run_id]).fetchone() == (0,)
     assert any("no GPU kernels" in w for w in result.warnings)
 
 

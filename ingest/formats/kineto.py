@@ -10,6 +10,7 @@ from typing import Annotated, BinaryIO
 
 import msgspec
 
+from polytrace.ingest import critical_path
 from polytrace.ingest.contract import Format, IngestError, Parsed, Sample
 from polytrace.ingest.gpu_trace import (INT32_MAX, INT64_MAX, KERNEL, LAUNCH, MEMORY, MEMORY_EVENT, OTHER, SYNC,
                                         RankTrace, after_load, as_int, count, known_name, rank_in_file_name,
@@ -44,6 +45,14 @@ Correlation = Annotated[int, msgspec.Meta(ge=-(2**63), le=INT64_MAX)]
 class Args(msgspec.Struct, gc=False):
     stream: Stream = -1
     correlation: Correlation = -1
+    # a cuda_sync event's (Event Sync, Stream Wait Event): the stream and event record it waits on
+    wait_on_stream: Stream = -1
+    wait_on_record: Correlation = msgspec.field(default=-1, name="wait_on_cuda_event_record_corr_id")
+    # a [memory] event's (profile_memory=True): the allocator's totals after it, and its device
+    allocated: int | None = msgspec.field(default=None, name="Total Allocated")
+    reserved: int | None = msgspec.field(default=None, name="Total Reserved")
+    device_type: int | None = msgspec.field(default=None, name="Device Type")
+    device_id: int | None = msgspec.field(default=None, name="Device Id")
 
 
 class Event(msgspec.Struct, gc=False):
@@ -52,11 +61,19 @@ class Event(msgspec.Struct, gc=False):
     ts: float | None = None
     dur: float | None = None
     args: Args | None = None
+    pid: int | str | None = None
+    tid: int | str | None = None
 
 
 class LenientArgs(msgspec.Struct, gc=False):
     stream: Stream | str | None = None
     correlation: Correlation | str | None = None
+    wait_on_stream: Stream | str | None = None
+    wait_on_record: Correlation | str | None = msgspec.field(default=None, name="wait_on_cuda_event_record_corr_id")
+    allocated: int | str | None = msgspec.field(default=None, name="Total Allocated")
+    reserved: int | str | None = msgspec.field(default=None, name="Total Reserved")
+    device_type: int | str | None = msgspec.field(default=None, name="Device Type")
+    device_id: int | str | None = msgspec.field(default=None, name="Device Id")
 
 
 class LenientEvent(msgspec.Struct, gc=False):
@@ -67,6 +84,8 @@ class LenientEvent(msgspec.Struct, gc=False):
     ts: float | None = None
     dur: float | None = None
     args: LenientArgs | None = None
+    pid: int | str | None = None
+    tid: int | str | None = None
 
 
 class DistributedInfo(msgspec.Struct):
@@ -90,7 +109,7 @@ def _collect(trace: RankTrace, events: list) -> None:
     Device events are kept with whether gpu_events stores them; like HTA, an event of any
     other category that carries a stream (a Triton cpu_op, say) counts in the breakdown too.
     """
-    names, roles = trace.names, _ROLES
+    names, roles, timeline = trace.names, _ROLES, trace.timeline
     trace.events += len(events)
     for e in events:
         cat = e.cat
@@ -98,6 +117,9 @@ def _collect(trace: RankTrace, events: list) -> None:
         if kind is None:
             kind = roles[cat] = role(cat)
         a = e.args
+        path_kind = _PATH_KINDS.get(cat)
+        if path_kind is not None and e.dur is not None and e.ts is not None:
+            _on_timeline(timeline, path_kind, e, a)
         if kind == LAUNCH:
             if a is not None and e.ts is not None and e.dur is not None:
                 corr = a.correlation if a.correlation.__class__ is int else as_int(a.correlation, -1)
@@ -116,6 +138,9 @@ def _collect(trace: RankTrace, events: list) -> None:
                 continue
             if cat == "user_annotation" and e.ts is not None and e.dur is not None:
                 trace.ranges.append((0, e.ts, e.dur, e.name))
+            elif e.name == "[memory]" and a is not None and e.ts is not None:
+                _memory(trace, e.ts, a)
+                continue
             if a is None or a.stream == -1:
                 continue
         stream = -1 if a is None else a.stream if a.stream.__class__ is int else as_int(a.stream, -1)
@@ -137,6 +162,33 @@ def _collect(trace: RankTrace, events: list) -> None:
 
 
 _ROLES: dict[str, int] = {}
+# the events the critical path reads, and what each is to it (python_function events are left
+# out: they would only re-parent operators on the call tree)
+_PATH_KINDS = {"cpu_op": critical_path.CPU_OP, "cuda_runtime": critical_path.RUNTIME,
+               "cuda_driver": critical_path.RUNTIME, "user_annotation": critical_path.ANNOTATION,
+               "kernel": critical_path.GPU, "gpu_memcpy": critical_path.GPU, "gpu_memset": critical_path.GPU,
+               "Kernel": critical_path.GPU, "Memcpy": critical_path.GPU, "Memset": critical_path.GPU,
+               "cuda_sync": critical_path.SYNC}
+
+
+def _on_timeline(timeline: critical_path.Timeline, kind: int, e, a) -> None:
+    if a is None:
+        timeline.add(kind, e.name, e.pid, e.tid, e.ts, e.dur)
+        return
+    stream, corr = a.stream, a.correlation
+    stream = stream if stream.__class__ is int else as_int(stream, -1)
+    corr = corr if corr.__class__ is int else as_int(corr, -1)
+    timeline.add(kind, e.name, e.pid, e.tid, e.ts, e.dur, stream, corr,
+                 a.wait_on_stream if a.wait_on_stream.__class__ is int else as_int(a.wait_on_stream, -1),
+                 a.wait_on_record if a.wait_on_record.__class__ is int else as_int(a.wait_on_record, -1))
+
+
+def _memory(trace: RankTrace, ts: float, a) -> None:
+    values = [as_int(v) for v in (a.allocated, a.reserved, a.device_type, a.device_id)]
+    if None in values[:3]:
+        trace.skipped_memory += 1
+    else:
+        trace.memory.append((ts, *values))
 
 
 def read_trace(stream: BinaryIO, source: str, budget: Budget, path: Path) -> RankTrace:
@@ -176,8 +228,8 @@ def parse(path: Path) -> Parsed:
         trace = _read_guarded(f, path, name_of(path))
     if not trace.events:
         raise IngestError(path, "traceEvents is empty")
-    if not any(trace.stored) and not trace.steps:
-        raise IngestError(path, "no GPU events and no ProfilerStep windows; nothing to load")
+    if not any(trace.stored) and not trace.steps and not trace.memory:
+        raise IngestError(path, "no GPU events, no ProfilerStep windows and no [memory] events; nothing to load")
     return Parsed(tables=tables([trace]), run={"n_gpus": trace.world_size}, warnings=warnings(trace))
 
 

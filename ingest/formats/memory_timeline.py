@@ -24,12 +24,9 @@ import pyarrow as pa
 
 from polytrace.ingest.columns import from_numpy
 from polytrace.ingest.contract import Format, IngestError, Parsed, Sample
-from polytrace.ingest.gpu_trace import RankTrace, rank_in_file_name
+from polytrace.ingest.gpu_trace import MEMORY_COLUMNS as CATEGORIES, RankTrace, rank_in_file_name
 from polytrace.ingest.sources import BLOCK_BYTES, blocks, name_of
 
-CATEGORIES = ("parameter", "optimizer_state", "input", "temporary", "activation", "gradient", "autograd_detail",
-              "unknown")
-ACTIONS = (1, 2, 3, 4)
 _INT = rb"(-?\d{1,19})"
 _ENTRY = re.compile(rb"\s*,?\s*\[\s*" + _INT + rb"\s*,\s*([1-4])\s*,\s*" + _INT + rb"\s*,\s*([0-7])\s*\]")
 _HEAD = re.compile(rb"^\s*\[\s*\[\s*-?\d+\s*,\s*[1-4]\s*,\s*-?\d+\s*,\s*[0-7]\s*\]")
@@ -50,10 +47,10 @@ def _entries(path: Path) -> np.ndarray:
             if not stripped.startswith(b"["):
                 raise IngestError(path, "not a memory timeline: it does not open with [")
             data, opened = stripped[1:], True
+        # anchored at each entry's end: a search (finditer) would retry from every byte of a long
+        # run of whitespace, each try scanning the rest of the run (quadratic)
         pos, rows = 0, []
-        for m in _ENTRY.finditer(data):
-            if m.start() != pos:
-                break
+        while m := _ENTRY.match(data, pos):
             rows.append(m.groups())
             pos = m.end()
         if len(data) - pos > 4096:

@@ -1,0 +1,114 @@
+"""Critical paths of Kineto traces: a hand-made step by hand, and HTA 0.5's own answers on its
+critical-path test traces.
+
+HTA 0.5's critical_path_analysis cannot run under pandas 3 (ValueError: Cannot specify both
+'axis' and 'index'/'columns'), so its answers below were taken by running HolisticTraceAnalysis
+0.5.0 with pandas 2.3.3 in its own environment, with the annotations and instances HTA's own
+tests use (tests/test_critical_path_analysis.py): the path's length (the sum of its edges'
+weights), its events, its edges, and HTA's bound_by breakdown in us.
+"""
+from __future__ import annotations
+
+import gzip
+import json
+
+import pytest
+
+from polytrace.ingest.load import ingest_paths
+from tests.test_kineto import run_query, write_json
+
+ALEX = "[param|pytorch.model.alex_net|0|0|0|measure|forward]"
+# trace, annotation, instance, window start (us, the file's clock), length, events, edges,
+# cpu, gpu compute, launch overhead, kernel-kernel overhead (HTA's bound_by sums, us)
+HTA_05 = [
+    ("simple_add/benchmark_result_493459_1694039959_trace.json.gz", ALEX, 1, 1694040009854190,
+     241724, 159, 314, 241190, 508, 17, 9),
+    ("alexnet/benchmark_result_2869224_1695835535_trace.json.gz", ALEX, 1, 1695835585827782,
+     35834, 77, 148, 32042, 3712, 30, 50),
+    ("cuda_event_sync/event_sync_trace.json.gz", "ProfilerStep", 0, 1707417525509335, 2401, 22, 39, 2335, 38, 28, 0),
+    # annotation "" in HTA: the whole trace (a test added after 0.5, run here with 0.5)
+    ("end_to_end/simple_add/input/trace.json.gz", "(whole trace)", 0, None, 41435234, 600, 1159,
+     41380750, 40992, 1595, 11897),
+]
+
+
+@pytest.mark.parametrize("case", HTA_05, ids=lambda c: c[0].split("/")[0])
+def test_paths_equal_hta_05(con, shared_data, case):
+    name, annotation, instance, start, length, events, edges, cpu, compute, launch, gap = case
+    run = ingest_paths(con, [shared_data / "kineto/critical_path" / name]).run_id
+    row = con.execute(
+        "SELECT ts_us, length_us, events, edges, cpu_us, gpu_compute_us, gpu_communication_us, launch_overhead_us, "
+        "kernel_kernel_overhead_us FROM critical_paths WHERE run_id = ? AND annotation = ? AND instance = ?",
+        [run, annotation, instance]).fetchone()
+    assert row[0] == start or start is None
+    assert row[1:] == (length, events, edges, cpu, compute, 0, launch, gap)
+    # the edges sum to the length, and each edge starts where the previous one ended
+    path = con.execute("SELECT ts_us, dur_us, type FROM critical_path_edges WHERE run_id = ? AND annotation = ? "
+                       "AND instance = ? ORDER BY seq", [run, annotation, instance]).fetchall()
+    assert len(path) == edges and sum(d for _, d, _ in path) == length
+    assert all(t + (d if kind != "dependency" and kind != "sync_dependency" else 0) <= nxt + 1e-9
+               for (t, d, kind), (nxt, _, _) in zip(path, path[1:]))
+
+
+def _step(tmp_path):
+    """ProfilerStep#1 over [0, 100) us on thread 1: cpu_op step [0, 100) launches gemm at 10
+    (cudaLaunchKernel [10, 20)), gemm runs on stream 7 over [25, 80), and
+    cudaStreamSynchronize [30, 90) waits for it."""
+    def cpu(cat, name, ts, dur, corr=None):
+        return {"ph": "X", "cat": cat, "name": name, "pid": 1, "tid": 1, "ts": ts, "dur": dur,
+                "args": {} if corr is None else {"correlation": corr}}
+    return write_json(tmp_path / "rank0.json", {"traceEvents": [
+        cpu("user_annotation", "ProfilerStep#1", 0, 100), cpu("cpu_op", "step", 0, 100),
+        cpu("cuda_runtime", "cudaLaunchKernel", 10, 10, 1), cpu("cuda_runtime", "cudaStreamSynchronize", 30, 60, 2),
+        {"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 7, "ts": 25, "dur": 55,
+         "args": {"stream": 7, "correlation": 1}},
+        {"ph": "X", "cat": "cuda_sync", "name": "Stream Sync", "pid": 0, "tid": 7, "ts": 30, "dur": 60,
+         "args": {"stream": 7, "correlation": 2}}]})
+
+
+def test_a_step_by_hand(con, tmp_path):
+    run = ingest_paths(con, [_step(tmp_path)]).run_id
+    # step start -> launch start (10, cpu) -> gemm start (15, launch delay: the stream was empty)
+    # -> gemm end (55, compute) -> the sync's end (0: it waited) -> step end (10, cpu) = 90; the
+    # CPU's own way (10 + 10 + 10 + 0 + 10 = 40) is shorter; the span is 100, so 10 us waited
+    assert run_query(con, "gpu_critical_path", run_id=run) == [
+        (0, "ProfilerStep", 0, 1, 100.0, 90.0, pytest.approx(100 * 20 / 90), pytest.approx(100 * 55 / 90), 0.0,
+         pytest.approx(100 * 15 / 90), 0.0, 10.0, 4)]
+    edges = con.execute("SELECT type, bound, name, track, ts_us, dur_us FROM critical_path_edges WHERE run_id = ? "
+                        "ORDER BY seq", [run]).fetchall()
+    assert edges == [("operator", "cpu", "step", "thread 1", 0.0, 10.0),
+                     ("launch_delay", "launch_overhead", "gemm", "stream 7", 10.0, 15.0),
+                     ("operator", "gpu_compute", "gemm", "stream 7", 25.0, 55.0),
+                     ("sync_dependency", None, None, "stream 7", 80.0, 0.0),
+                     ("operator", "cpu", "step", "thread 1", 90.0, 10.0)]
+    top = run_query(con, "gpu_critical_path_top", run_id=run, top=2)
+    assert [(r[3], r[4], r[5]) for r in top] == [("gemm", "gpu_compute", 55.0), ("step", "cpu", 20.0)]
+
+
+def test_a_kernel_queued_behind_another_waits_for_it_not_its_launch(con, tmp_path):
+    # relu launched at 22, before gemm started at 25: as HTA draws it, gemm then gets no launch
+    # edge (something else was queued on its stream before it started), so the path starts at
+    # gemm; relu follows gemm on the stream (a 2 us gap), and the sync waits for relu
+    path = _step(tmp_path)
+    doc = json.loads(path.read_text())
+    doc["traceEvents"] += [
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 22, "dur": 4,
+         "args": {"correlation": 3}},
+        {"ph": "X", "cat": "kernel", "name": "relu", "pid": 0, "tid": 7, "ts": 82, "dur": 5,
+         "args": {"stream": 7, "correlation": 3}}]
+    write_json(path, doc)
+    run = ingest_paths(con, [path]).run_id
+    edges = con.execute("SELECT type, name, dur_us FROM critical_path_edges WHERE run_id = ? AND dur_us > 0 "
+                        "ORDER BY seq", [run]).fetchall()
+    assert edges == [("operator", "gemm", 55.0), ("kernel_kernel_delay", "gemm", 2.0), ("operator", "relu", 5.0),
+                     ("operator", "step", 10.0)]
+
+
+def test_a_trace_without_cpu_operators_has_no_path(con, shared_data, tmp_path):
+    doc = json.loads(gzip.decompress((shared_data / "kineto/critical_path/cuda_event_sync/event_sync_trace.json.gz")
+                                     .read_bytes()))
+    doc["traceEvents"] = [e for e in doc["traceEvents"] if e.get("cat") not in ("cpu_op", "cuda_runtime")]
+    result = ingest_paths(con, [write_json(tmp_path / "gpu_only.json", doc)])
+    # no launch joins its kernels to a window: no path, and no empty row for it
+    assert result.rows["gpu_events"] == 5 and "critical_paths" not in result.rows
+    assert run_query(con, "gpu_critical_path", run_id=result.run_id) == []
