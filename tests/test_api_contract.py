@@ -39,9 +39,10 @@ RUN_INPUTS = {
     "verl_collapse": ["verl-logs/qwen3-4b-agent-run-i80f2v90.output.log"],
     "kineto": ["kineto/trace_filter/sampled_rank-0.json.gz"],
 }
-# Hand-made inputs for what the shared runs never show (a step-time spike), beside every format's
+# Inputs for what the shared runs never show (a step-time spike, memory in annotated ranges), beside every format's
 # own sample (ingest/formats/*.py), which covers the formats the shared data lacks.
-FIXTURE_INPUTS = {"verl_spikes": FIXTURES / "verl" / "spikes.log"}
+FIXTURE_INPUTS = {"verl_spikes": FIXTURES / "verl" / "spikes.log",
+                  "kineto_memory": FIXTURES / "kineto" / "cpu_memory_rank0.json.gz"}
 # The async golden runs (tests/fixtures/golden/async, derived in its README) as the files verl writes:
 # its file logger's metrics and, for r1, its rollout dump; each with the run facts it is given.
 ASYNC_GOLDEN = FIXTURES / "golden" / "async"
