@@ -13,6 +13,7 @@
 -- summed: the range's length on the GPU. No rows for a run without annotated ranges.
 -- @param run_id VARCHAR  Run to analyse.
 -- @param rank INTEGER = NULL  Only this rank; NULL for every rank.
+-- @param step INTEGER = NULL  Only ranges that start inside this profiler step's window; NULL for all.
 -- @column rank INTEGER fmt=count  Global rank.
 -- @column name VARCHAR  Range text.
 -- @column stage VARCHAR  verl stage it serves (timing_s/<stage>), or NULL.
@@ -37,7 +38,7 @@ SELECT
     100 * sum(communication_us)::DOUBLE / NULLIF(sum(gpu_us)::DOUBLE, 0) AS communication_pct,
     100 * sum(memory_us)::DOUBLE / NULLIF(sum(gpu_us)::DOUBLE, 0) AS memory_pct,
     100 * sum(gpu_us)::DOUBLE / NULLIF(sum(dur_us)::DOUBLE, 0) AS gpu_over_range_pct
-FROM gpu_ranges
-WHERE run_id = $run_id AND ($rank IS NULL OR rank = $rank)
+FROM step_ranges
+WHERE ($rank IS NULL OR rank = $rank) AND ($step IS NULL OR step = $step)
 GROUP BY rank, name
 ORDER BY rank, range_us DESC, name

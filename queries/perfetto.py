@@ -1,4 +1,5 @@
-"""One rank's GPU events in one profiler step as Chrome-trace JSON, for "Open in Perfetto"."""
+"""One rank's GPU events in one profiler step as Chrome-trace JSON, for "Open in Perfetto", with
+the step's critical path on a track of its own."""
 from __future__ import annotations
 
 from typing import Any
@@ -26,6 +27,19 @@ SELECT ts_us, dur_us FROM profiler_steps
 WHERE run_id = $run_id AND rank = $rank AND step = $step
 ORDER BY ts_us LIMIT 1
 """
+
+# The critical path of the window: the profiler step's, or the whole trace's for a rank without
+# steps. Edges that carry time only; a zero-weight dependency is an arrow, not a slice.
+PATH_SQL = """
+SELECT e.type, e.bound, e.name, e.track, e.ts_us, e.dur_us
+FROM critical_path_edges e
+JOIN critical_paths p USING (run_id, rank, annotation, instance)
+WHERE e.run_id = $run_id AND e.rank = $rank AND e.dur_us > 0
+    AND (p.step = $step OR ($step IS NULL AND p.annotation = '(whole trace)'))
+ORDER BY e.seq
+LIMIT $limit
+"""
+PATH_TID = -2
 
 
 def chrome_trace(con, run_id: str, rank: int | None = None, step: int | None = None,
@@ -56,6 +70,20 @@ def chrome_trace(con, run_id: str, rank: int | None = None, step: int | None = N
         {"ph": "X", "cat": category, "name": name, "pid": rank, "tid": stream, "ts": ts, "dur": dur,
          "args": {"stream": stream, "step": step}}
         for stream, category, name, ts, dur in rows)
+    events.extend(_path_events(con, key, rank, max_events))
     return {"traceEvents": events, "displayTimeUnit": "ms",
             "otherData": {"run_id": run_id, "rank": rank, "step": step,
                           "truncated": len(rows) >= max_events}}
+
+
+def _path_events(con, key: dict, rank: int, max_events: int) -> list[dict[str, Any]]:
+    """The window's critical path as slices on a "critical path" track, each named after the
+    event it charges its time to and categorised by what bounds it (cpu, gpu_compute, ...)."""
+    edges = con.execute(PATH_SQL, {**key, "limit": max_events}).fetchall()
+    if not edges:
+        return []
+    track = [{"ph": "M", "name": "thread_name", "pid": rank, "tid": PATH_TID, "args": {"name": "critical path"}}]
+    return track + [
+        {"ph": "X", "cat": bound, "name": name or kind, "pid": rank, "tid": PATH_TID, "ts": ts, "dur": dur,
+         "args": {"edge": kind, "bound": bound, "on": track_name}}
+        for kind, bound, name, track_name, ts, dur in edges]

@@ -65,12 +65,13 @@ def significant(value: float, digits: int = 3) -> str:
 
 def terminal_table(answer: Answer):
     """A rich Table: floats to 4 significant digits (whole from 1,000 up), never in exponent
-    notation; NULL as blank."""
+    notation; NULL as blank; text as it is (a kernel's "[param]cuda" is no rich markup)."""
     from rich.table import Table
+    from rich.text import Text
 
     table = Table(*answer.columns)
     for r in answer.rows:
-        table.add_row(*("" if v is None else _float_cell(v) if isinstance(v, float) else str(v) for v in r))
+        table.add_row(*(Text("" if v is None else _float_cell(v) if isinstance(v, float) else str(v)) for v in r))
     return table
 
 

@@ -13,7 +13,8 @@ import httpx
 import pytest
 
 from polytrace import store
-from tests.conftest import ROOT, free_port
+from polytrace.queries.perfetto import PATH_TID
+from tests.conftest import FIXTURES, ROOT, free_port
 
 pytestmark = pytest.mark.browser
 
@@ -345,6 +346,46 @@ def test_gpu_run_draws_its_section_and_exports_perfetto(page, make_server, share
     doc = httpx.get(srv.url + href).json()
     assert doc["otherData"]["run_id"] == run_id
     assert any(e["ph"] == "X" for e in doc["traceEvents"])
+    assert console_errors(page) == []
+
+
+def test_one_rank_and_profiled_step_chosen_on_the_gpu_section(page, make_server, shared_data, tmp_path):
+    db = tmp_path / "k.duckdb"
+    (run_id,) = ingest(db, shared_data / "kineto/param-dlrm-8rank/dlrm_kineto.tar.gz")
+    srv = make_server(db=str(db))
+    open_page(page, f"{srv.url}/runs/{run_id}")
+    steps = sorted({r[1] for r in rest(srv, "gpu_time", run_id=run_id, include_last_step="true")["rows"]
+                    if r[1] is not None})
+    assert page.locator(".gpu-window select[name=rank] option").all_inner_texts() == [str(r) for r in range(8)]
+    assert page.locator(".gpu-window select[name=step] option").all_inner_texts() == [str(s) for s in steps]
+    page.select_option(".gpu-window select[name=rank]", "3")
+    page.select_option(".gpu-window select[name=step]", str(steps[-1]))
+    page.click(".gpu-window button[type=submit]")
+    page.wait_for_url(f"**/runs/{run_id}?rank=3&step={steps[-1]}#gpu")
+    wait_charts(page)
+    card = page.locator("article[data-query=gpu_timeline]")
+    assert card.locator(".window").inner_text() == f"rank 3, step {steps[-1]}"
+    # the chart draws the chosen window's rows, and Perfetto gets the same window
+    drawn = sum(t["n"] for t in drawn_traces(page, "gpu_timeline"))
+    assert drawn == len(rest(srv, "gpu_timeline", run_id=run_id, rank=3, step=steps[-1])["rows"]) > 0
+    doc = httpx.get(srv.url + card.locator("a.perfetto").get_attribute("href")).json()
+    assert (doc["otherData"]["rank"], doc["otherData"]["step"]) == (3, steps[-1])
+    assert any(e.get("tid") == PATH_TID and e["ph"] == "X" for e in doc["traceEvents"])
+    # the stages joined to the path are of that rank only
+    ranks = page.locator("article[data-query=gpu_stage_critical_path] tbody tr td:first-child").all_inner_texts()
+    assert ranks and set(ranks) == {"3"}
+    assert console_errors(page) == []
+
+
+def test_the_memory_timeline_points_at_its_peak(page, make_server, tmp_path):
+    db = tmp_path / "m.duckdb"
+    (run_id,) = ingest(db, FIXTURES / "kineto" / "cpu_memory_rank0.json.gz")
+    srv = make_server(db=str(db))
+    open_page(page, f"{srv.url}/runs/{run_id}")
+    peak = page.evaluate("""() => document.getElementById('chart-gpu_memory_timeline').layout.annotations
+        .filter(a => a.name === 'peak').map(a => [a.text, a.y])""")
+    # the fixture's highest Total Allocated (tests/test_gpu_memory.py), at the top of its bar
+    assert peak == [["peak 9.45 MB", 9_447_440]]
     assert console_errors(page) == []
 
 

@@ -15,6 +15,7 @@ import json
 import pytest
 
 from polytrace.ingest.load import ingest_paths
+from polytrace.queries.perfetto import PATH_TID, chrome_trace
 from tests.test_kineto import run_query, write_json
 
 ALEX = "[param|pytorch.model.alex_net|0|0|0|measure|forward]"
@@ -83,6 +84,45 @@ def test_a_step_by_hand(con, tmp_path):
                      ("operator", "cpu", "step", "thread 1", 90.0, 10.0)]
     top = run_query(con, "gpu_critical_path_top", run_id=run, top=2)
     assert [(r[3], r[4], r[5]) for r in top] == [("gemm", "gpu_compute", 55.0), ("step", "cpu", 20.0)]
+    # the bar of the breakdown chart: the length by what bounds it, and the waiting on top
+    assert run_query(con, "gpu_critical_path_breakdown", run_id=run) == [
+        ("rank 0 · step 1", 20.0, 55.0, 0.0, 15.0, 0.0, 10.0)]
+
+
+
+def test_the_perfetto_export_marks_the_path_on_a_track_of_its_own(con, tmp_path):
+    run = ingest_paths(con, [_step(tmp_path)]).run_id
+    events = chrome_trace(con, run, rank=0, step=1)["traceEvents"]
+    track = [e for e in events if e.get("tid") == PATH_TID]
+    assert track[0]["args"] == {"name": "critical path"}
+    # the edges that carry time (test_a_step_by_hand)
+    assert [(e["name"], e["cat"], e["ts"], e["dur"], e["args"]["on"]) for e in track[1:]] == [
+        ("step", "cpu", 0.0, 10.0, "thread 1"), ("gemm", "launch_overhead", 10.0, 15.0, "stream 7"),
+        ("gemm", "gpu_compute", 25.0, 55.0, "stream 7"), ("step", "cpu", 90.0, 10.0, "thread 1")]
+
+
+def test_the_path_inside_each_rl_stage_by_hand(con, tmp_path):
+    path = _step(tmp_path)
+    doc = json.loads(path.read_text())
+    doc["traceEvents"] += [
+        {"ph": "X", "cat": "user_annotation", "name": name, "pid": 1, "tid": 1, "ts": ts, "dur": dur}
+        for name, ts, dur in [("generate_sequences", 0, 10), ("update_actor", 20, 75)]]
+    write_json(path, doc)
+    run = ingest_paths(con, [path]).run_id
+    # the annotations change no edge of the path (test_a_step_by_hand)
+    assert con.execute("SELECT length_us, events FROM critical_paths WHERE run_id = ?", [run]).fetchall() == [(90.0, 4)]
+    # update_actor [20, 95) holds, of the path's edges, the launch delay's [20, 25) (5), gemm's
+    # 55 and the step's own [90, 95) (5): 65 us, of its 75 inside the path's span [0, 100), so
+    # 10 us waited (the sync's [80, 90)); generate_sequences [0, 10) is the step's first 10 us of CPU
+    assert run_query(con, "gpu_stage_critical_path", run_id=run) == [
+        (0, "update_actor", "update_actor", 1, 75.0, 65.0, pytest.approx(100 * 65 / 75), pytest.approx(100 * 5 / 65),
+         pytest.approx(100 * 55 / 65), 0.0, pytest.approx(100 * 5 / 65), 10.0),
+        (0, "generate_sequences", "gen", 1, 10.0, 10.0, 100.0, 100.0, 0.0, 0.0, 0.0, 0.0)]
+    # both ranges start inside ProfilerStep#1: a page's window on step 1 keeps them, on rank 1 or step 2 none
+    assert len(run_query(con, "gpu_stage_critical_path", run_id=run, rank=0, step=1)) == 2
+    assert run_query(con, "gpu_stage_critical_path", run_id=run, step=2) == []
+    assert run_query(con, "gpu_stage_time", run_id=run, rank=1) == []
+    assert [r[1] for r in run_query(con, "gpu_stage_time", run_id=run, step=1)] == ["update_actor", "generate_sequences"]
 
 
 def test_a_kernel_queued_behind_another_waits_for_it_not_its_launch(con, tmp_path):

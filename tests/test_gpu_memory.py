@@ -146,6 +146,18 @@ def test_a_trace_torch_wrote_with_profile_memory_peaks_at_its_own_total_allocate
     assert stage["update_actor"][4:6] == (len(update), max(b for t, b in memory if any(s <= t < e for s, e in update)))
 
 
+def test_a_span_without_an_entry_draws_what_was_live_before_it(con, tmp_path):
+    # 100 bytes from 0 us, 300 from 10 us; in 4 spans of 2.5 us the two middle ones have no
+    # entry: memory held at 100 there, not at nothing
+    path = write_json(tmp_path / "rank0.json", {"traceEvents": [
+        {"ph": "i", "cat": "cpu_instant_event", "name": "[memory]", "ts": ts,
+         "args": {"Total Allocated": b, "Total Reserved": 512, "Device Type": 1, "Device Id": 0, "Bytes": 0}}
+        for ts, b in [(0, 100), (10, 300)]]})
+    run = ingest_paths(con, [path]).run_id
+    rows = run_query(con, "gpu_memory_timeline", run_id=run, rank=0, bins=4)
+    assert [(r[0], r[6]) for r in rows] == [(0.0, 100), (0.0025, 100), (0.005, 100), (0.0075, 300)]
+
+
 def test_memory_events_per_device_keep_the_state_after_each_time(con, tmp_path):
     def mem(ts, allocated, reserved, kind, index):
         return {"ph": "i", "cat": "cpu_instant_event", "name": "[memory]", "ts": ts,

@@ -133,6 +133,11 @@ def test_page_routes(tmp_path, make_server):
     assert 'data-section="Multi-turn"' not in page.text  # no turns: section hidden
     missing = httpx.get(f"{srv.url}/runs/nope")
     assert missing.status_code == 404 and "There is no run &#39;nope&#39;" in missing.text
+    # the GPU window is a rank and a step, each a number: anything else is refused in one line
+    bad = httpx.get(f"{srv.url}/runs/{run_id}", params={"rank": "x"})
+    assert bad.status_code == 422 and bad.json()["error"].startswith("parameter 'rank':")
+    # a run without GPU traces has no window to choose
+    assert "gpu-window" not in httpx.get(f"{srv.url}/runs/{run_id}", params={"rank": 0, "step": 1}).text
     assert httpx.get(f"{srv.url}/queries/nope").status_code == 404
     # The charts read the REST rows, cut to the x window by its display parameters.
     full = httpx.get(f"{srv.url}/api/queries/length_stats", params={"run_id": run_id}).json()

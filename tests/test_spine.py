@@ -108,6 +108,20 @@ def test_the_terminal_table_writes_numbers_out_in_full():
         ("63,400", "1"), ("1,411", "2"), ("1,000", "3"), ("-0.000123", "4"), ("", "5")]
 
 
+def test_the_terminal_table_prints_brackets_in_text_as_they_are():
+    import pyarrow as pa
+    from rich.console import Console
+
+    from polytrace.queries.render import terminal_table
+    from polytrace.queries.runner import Answer
+
+    # Kineto's record_function names, as the shared alexnet trace has them
+    names = ["[param]cuda", "[bold]x[/bold]", "[pytorch.model.alex_net|0|0|0]"]
+    console = Console(record=True, width=80)
+    console.print(terminal_table(Answer(pa.table({"name": names}), False)))
+    assert [line.strip("│ ") for line in console.export_text().splitlines() if line.startswith("│")] == names
+
+
 def test_serve_on_a_port_in_use_says_so_in_one_line(tmp_path):
     import socket
 

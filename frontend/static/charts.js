@@ -8,7 +8,7 @@ import {axisScales, column, numbers} from "./charts/axes.js";
 import {fmtNumber} from "./charts/format.js";
 import {kindOf, stepBars} from "./charts/kinds.js";
 import {UNDER_PLOT, layout, placeLegend, sizeMargins} from "./charts/layout.js";
-import {LABEL_ROW_PX, MARK_AXIS, findingMarks} from "./charts/marks.js";
+import {LABEL_ROW_PX, MARK_AXIS, findingMarks, peakMark} from "./charts/marks.js";
 
 export const entries = [];
 let range = null;        // [lo, hi] of the selected steps, or null for all
@@ -135,6 +135,8 @@ function draw(entry) {
     l.annotations = [{xref: "paper", yref: "paper", x: 0.5, y: 0.5, showarrow: false, text: uniform.meta.uniform,
                       font: {size: 13}, bgcolor: rgba(cssVar("--card"), 0.85), name: "uniform"}];
   }
+  const peak = info.chart.peak && step === null && !entry.overlay ? peakMark(info, data, num) : null;
+  if (peak) l.annotations = [...(l.annotations || []), peak];
   const found = findingMarks(entry, marks);
   if (found.traces.length) {
     l.shapes = found.shapes;

@@ -128,7 +128,7 @@ def _chart_problems(chart: dict[str, Any] | None, columns: set[str]) -> list[str
     if kind not in CHART_KINDS:
         return [f"@chart kind {kind!r} is not one of {', '.join(CHART_KINDS)}"]
     problems = [f"@chart key {k!r} is unknown" for k in sorted(set(chart) - CHART_KEYS)]
-    named = [chart[k] for k in ("x", "z", "color", "group", "caveat") if k in chart] + list(chart.get("y", []))
+    named = [chart[k] for k in ("x", "z", "color", "group", "caveat", "peak") if k in chart] + list(chart.get("y", []))
     problems += [f"@chart names {c!r}, which is no @column" for c in named if c not in columns]
     if not set(chart.get("shade", [])) <= set(chart.get("y", [])):
         problems.append("@chart shade must name y columns")

@@ -14,7 +14,7 @@ FINDING_COLUMNS = (("kind", "VARCHAR"), ("severity", "VARCHAR"), ("value", "DOUB
                    ("steps", "INTEGER[]"), ("stage", "VARCHAR"), ("text", "VARCHAR"),
                    ("evidence", "VARCHAR"))
 CHART_KINDS = ("line", "band", "bar", "stacked", "heatmap", "hist", "timeline", "table")
-CHART_KEYS = {"kind", "x", "y", "z", "color", "group", "shade", "xlabel", "ylabel", "title", "caveat"}
+CHART_KEYS = {"kind", "x", "y", "z", "color", "group", "shade", "xlabel", "ylabel", "title", "caveat", "peak"}
 # How a number reads (headlines, chart axes and hover): pct is a 0-1 share, pct100 is already
 # 0-100, x a ratio, s/ms/us durations, gpu_h GPU-hours; tokens and count are plain numbers.
 FMT_KINDS = ("pct", "pct100", "x", "s", "ms", "us", "tokens", "bytes", "count", "gpu_h")

@@ -125,16 +125,26 @@ def compare_queries() -> list[Query]:
             and all(p.name in _run_key(q) or not p.required for p in q.params)]
 
 
-async def sections_for(db: Database, settings, run_id: str) -> tuple[list[dict], str]:
+def _params(query: Query, run_id: str, window: dict[str, int | None]) -> dict[str, Any]:
+    """A run chart's parameters: the run, and in the GPU section the chosen rank and profiler
+    step where the query takes them (else its own defaults)."""
+    chosen = {p.name: window.get(p.name) for p in query.params if query.section == "GPU"}
+    return {"run_id": run_id, **{k: v for k, v in chosen.items() if v is not None}}
+
+
+async def sections_for(db: Database, settings, run_id: str,
+                       window: dict[str, int | None] | None = None) -> tuple[list[dict], str]:
     """The run page's sections in order, each with its charts that have data, and the run's
-    length unit ('tokens' or 'chars', which words the axes). Every query runs at once."""
+    length unit ('tokens' or 'chars', which words the axes). Every query runs at once.
+    `window` ({"rank": ..., "step": ...}) is the GPU window the page shows."""
     queries = sorted(run_chart_queries(), key=lambda q: q.name)
+    params = [_params(q, run_id, window or {}) for q in queries]
     unit, *datas = await asyncio.gather(_length_unit(db, settings, run_id),
-                                        *(chart_data(db, settings, q, {"run_id": run_id}) for q in queries))
+                                        *(chart_data(db, settings, q, p) for q, p in zip(queries, params)))
     out = []
     for section in RUN_SECTIONS:
-        charts = [{**chart_info(q, {"run_id": run_id}, unit), "data": data}
-                  for q, data in zip(queries, datas) if q.section == section and _has_data(data, q.chart)]
+        charts = [{**chart_info(q, p, unit), "data": data}
+                  for q, p, data in zip(queries, params, datas) if q.section == section and _has_data(data, q.chart)]
         if charts:
             out.append({"name": section, "charts": charts})
     return out, unit
@@ -146,6 +156,15 @@ async def _catalog_rows(db: Database, settings, name: str, params: dict) -> dict
         return None
     data = await chart_data(db, settings, query, params, points=EVERY_ROW)
     return data if data.get("ok") else None
+
+
+async def _gpu_windows(db: Database, settings, run_id: str) -> list[tuple[int, int]]:
+    """The run's profiled steps as (rank, step), for the GPU window chooser."""
+    data = await _catalog_rows(db, settings, "gpu_time", {"run_id": run_id, "include_last_step": True})
+    if not data:
+        return []
+    rank, step = data["columns"].index("rank"), data["columns"].index("step")
+    return sorted({(r[rank], r[step]) for r in data["rows"] if r[step] is not None})
 
 
 async def _runs(db: Database, settings) -> list[dict]:
@@ -253,21 +272,27 @@ async def _run(db: Database, settings, run_id: str) -> dict | None:
 
 
 @router.get("/runs/{run_id}", response_class=HTMLResponse)
-async def run_page(request: Request, run_id: str, db: DbDep, settings: SettingsDep):
+async def run_page(request: Request, run_id: str, db: DbDep, settings: SettingsDep,
+                   rank: int | None = None, step: int | None = None):
+    """A run's page; rank and step choose the GPU section's window (one rank's profiled step)."""
     run = await _run(db, settings, run_id)
     if run is None:
         return _not_found(request, f"run {run_id!r}")
+    window = {"rank": rank, "step": step}
 
     async def rest() -> tuple[str, dict]:
-        # its charts and its findings at once
-        (sections, unit), findings = await asyncio.gather(sections_for(db, settings, run_id),
-                                                          _findings(db, settings, run_id))
+        # its charts, its findings and its profiled steps at once
+        (sections, unit), findings, windows = await asyncio.gather(
+            sections_for(db, settings, run_id, window), _findings(db, settings, run_id),
+            _gpu_windows(db, settings, run_id))
         # No stored simulation yet: offer one when the run can have it and the server may write.
         offer = (all(s["name"] != "What if" for s in sections) and db.lake is None
                  and await _simulation_offer(db, settings, run_id))
         return "run.html", {"run": run, "length_unit": unit, "findings": findings, "sections": sections,
                             "marks": {run_id: _marks(findings)}, "whatif_offer": offer,
-                            "max_points": MAX_POINTS}
+                            "max_points": MAX_POINTS, "window": window,
+                            "window_ranks": sorted({r for r, _ in windows}),
+                            "window_steps": sorted({s for _, s in windows})}
 
     return _head_first(request, rest)
 

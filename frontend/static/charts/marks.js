@@ -88,3 +88,15 @@ export function findingMarks(entry, marks) {
   }
   return out;
 }
+
+// The row where the chart's `peak` column is highest (the first of equals), pointed at with its
+// value: on a stacked chart whose y columns sum to that column, the top of its bar.
+export function peakMark(info, data, num) {
+  const col = info.chart.peak, vals = column(data, col);
+  let at = -1;
+  vals.forEach((v, i) => { if (Number.isFinite(v) && (at < 0 || v > vals[at])) at = i; });
+  if (at < 0) return null;
+  return {x: num.scaled(info.chart.x)(column(data, info.chart.x)[at]), y: num.scaled(col)(vals[at]),
+          xref: "x", yref: "y", text: `peak ${num.text(col)(vals[at])}`, showarrow: true, arrowhead: 2,
+          ax: 0, ay: -24, font: {size: 11, color: cssVar("--fg")}, bgcolor: rgba(cssVar("--card"), 0.8), name: "peak"};
+}
