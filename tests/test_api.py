@@ -658,6 +658,7 @@ def test_upload_sets_the_cap_and_gpus_the_files_lack(make_server):
 
 
 def test_perfetto_download_is_capped_at_the_row_cap(make_server, tmp_path):
+    from polytrace.queries.perfetto import PATH_TID
     from tests.test_kineto import RANK0, trace_doc, write_json
 
     trace = write_json(tmp_path / "rank0.json", trace_doc(0, [(1, 0, 10000), (2, 10000, 10000)], RANK0))
@@ -668,8 +669,10 @@ def test_perfetto_download_is_capped_at_the_row_cap(make_server, tmp_path):
     r = httpx.get(f"{srv.url}/ui/perfetto", params={"run_id": run, "rank": 0, "step": 1})
     assert r.status_code == 200, r.text
     doc = r.json()
-    # step 1 of rank 0 holds 8 GPU events (k0..k7); the first 3 by start time are sent
-    assert [e["ts"] for e in doc["traceEvents"] if e["ph"] == "X" and e["cat"] != "step"] == [200, 1000, 2500]
+    # step 1 of rank 0 holds 8 GPU events (k0..k7) on its streams (tid >= 0); the first 3 by
+    # start time are sent, and its critical path's track is cut at 3 slices too
+    assert [e["ts"] for e in doc["traceEvents"] if e["ph"] == "X" and e["tid"] >= 0] == [200, 1000, 2500]
+    assert len([e for e in doc["traceEvents"] if e["ph"] == "X" and e["tid"] == PATH_TID]) == 3
     assert doc["otherData"]["truncated"] is True
     missing = httpx.get(f"{srv.url}/ui/perfetto", params={"run_id": run, "rank": 5})
     assert_error(missing, 404, "no GPU events")
