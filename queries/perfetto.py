@@ -29,7 +29,7 @@ ORDER BY ts_us LIMIT 1
 """
 
 # The critical path of the window: the profiler step's, or the whole trace's for a rank without
-# steps. Edges that carry time only; a zero-weight dependency is an arrow, not a slice.
+# steps. Edges that carry time only: a zero-weight dependency would be a slice of no length.
 PATH_SQL = """
 SELECT e.type, e.bound, e.name, e.track, e.ts_us, e.dur_us
 FROM critical_path_edges e
@@ -70,10 +70,12 @@ def chrome_trace(con, run_id: str, rank: int | None = None, step: int | None = N
         {"ph": "X", "cat": category, "name": name, "pid": rank, "tid": stream, "ts": ts, "dur": dur,
          "args": {"stream": stream, "step": step}}
         for stream, category, name, ts, dur in rows)
-    events.extend(_path_events(con, key, rank, max_events))
+    path = _path_events(con, key, rank, max_events)
+    events.extend(path)
+    # the path's track is its name and then its slices, each list cut at max_events
     return {"traceEvents": events, "displayTimeUnit": "ms",
             "otherData": {"run_id": run_id, "rank": rank, "step": step,
-                          "truncated": len(rows) >= max_events}}
+                          "truncated": len(rows) >= max_events or len(path) > max_events}}
 
 
 def _path_events(con, key: dict, rank: int, max_events: int) -> list[dict[str, Any]]:

@@ -128,8 +128,9 @@ def compare_queries() -> list[Query]:
 def _params(query: Query, run_id: str, window: dict[str, int | None]) -> dict[str, Any]:
     """A run chart's parameters: the run, and in the GPU section the chosen rank and profiler
     step where the query takes them (else its own defaults)."""
-    chosen = {p.name: window.get(p.name) for p in query.params if query.section == "GPU"}
-    return {"run_id": run_id, **{k: v for k, v in chosen.items() if v is not None}}
+    if query.section != "GPU":
+        return {"run_id": run_id}
+    return {"run_id": run_id, **{p.name: window[p.name] for p in query.params if window.get(p.name) is not None}}
 
 
 async def sections_for(db: Database, settings, run_id: str,
