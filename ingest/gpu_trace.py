@@ -35,6 +35,12 @@ _MEMORY_NAME = re.compile(r"dma")
 _HTA_NOT_COMPUTE = re.compile(r"nccl.*Kernel|.*Memcpy|Memset|.*Sync|dma")
 INT32_MAX, INT64_MAX = 2**31 - 1, 2**63 - 1
 _RANK_IN_NAME = re.compile(r"(?:rank|worker)[-_]?(\d+)", re.IGNORECASE)
+# A trace's times are us after its origin: baseTimeNanoseconds (Kineto since PyTorch 2.1, the
+# wall clock floored to a quarter year, libkineto output_json.h ChromeTraceBaseTime), the Unix
+# epoch (older Kineto; nsys with its session start), or a clock of its own (origin unknown).
+# A time past 2000-01-01 in us since the epoch cannot be an offset from a quarter-year base, nor
+# a host's uptime.
+EPOCH_FROM_US = 946_684_800e6
 
 
 @dataclass
@@ -68,6 +74,9 @@ class RankTrace:
     rank_from: str = "default"
     world_size: int | None = None
     device: str | None = None
+    # what ts = 0 is: the Unix time (ns) of the file's origin, and where that came from (CLOCKS)
+    clock: str = "own"
+    clock_origin_ns: int | None = None
 
 
 def as_int(value, default: int | None = None, limit: int = INT64_MAX) -> int | None:
@@ -86,6 +95,21 @@ def count(value, what: str, source: str) -> int | None:
         raise IngestError(source, f"{what} {str(value)[:40]} is out of range")
     return n
 
+
+
+def origin_ns(value, what: str, source: str) -> int:
+    """A clock origin in ns since the Unix epoch; an IngestError when it is not one."""
+    n = as_int(value, limit=2**62)
+    if n is None or n < 0:
+        raise IngestError(source, f"{what} {str(value)[:40]} is not a time in ns since the Unix epoch")
+    return n
+
+
+def on_epoch_if_absolute(trace: RankTrace) -> None:
+    """A trace without an origin whose times are us since the Unix epoch: the epoch is its origin."""
+    first = trace.ts[0] if trace.ts else trace.steps[0][1] if trace.steps else None
+    if first is not None and first >= EPOCH_FROM_US:
+        trace.clock, trace.clock_origin_ns = "Unix epoch", 0
 
 
 def rank_in_file_name(trace: RankTrace) -> None:
@@ -301,7 +325,9 @@ def tables(traces: list[RankTrace]) -> dict[str, pa.Table]:
             "device": from_list([t.device for t in traces], pa.string()),
             "trace_events": from_list([t.events for t in traces], pa.int64()),
             "gpu_events": from_list([sum(t.stored) for t in traces], pa.int64()),
-            "profiler_steps": from_list([len(t.steps) for t in traces], pa.int32())}),
+            "profiler_steps": from_list([len(t.steps) for t in traces], pa.int32()),
+            "clock": from_list([t.clock for t in traces], pa.string()),
+            "clock_origin_ns": from_list([t.clock_origin_ns for t in traces], pa.int64())}),
     }
 
 

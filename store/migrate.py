@@ -17,7 +17,7 @@ import duckdb
 from polytrace.store import aggregates, vocabulary
 from polytrace.store.errors import StoreError
 
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 # version -> statements that bring a database of version - 1 to it. Version 1 is every
 # database written before the version was recorded; its tables are a subset of today's,
 # so schema.sql (all IF NOT EXISTS) brings it up to date. Version 3 adds runs.length_unit;
@@ -29,6 +29,8 @@ SCHEMA_VERSION = 8
 # before). Version 7 adds the async run facts runs.trainer_gpus, rollout_gpus and max_staleness.
 # Version 8 gives ingests a warnings column: a loaded file's warnings move there from error,
 # which keeps only a failed file's reason; and live_files a tail (a log's last committed bytes).
+# Version 9 gives gpu_ranks each file's clock and its origin (NULL for ranks loaded before: their
+# clocks are unknown, and the ranks of such a run are compared unshifted, as before).
 MIGRATIONS: dict[int, tuple[str, ...]] = {
     2: (),
     3: ("ALTER TABLE runs ADD COLUMN IF NOT EXISTS length_unit VARCHAR",),
@@ -41,6 +43,8 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
     8: ("ALTER TABLE ingests ADD COLUMN IF NOT EXISTS warnings VARCHAR",
         "UPDATE ingests SET warnings = error, error = NULL WHERE status = 'ok' AND error IS NOT NULL",
         "ALTER TABLE live_files ADD COLUMN IF NOT EXISTS tail BLOB"),
+    9: ("ALTER TABLE gpu_ranks ADD COLUMN IF NOT EXISTS clock VARCHAR",
+        "ALTER TABLE gpu_ranks ADD COLUMN IF NOT EXISTS clock_origin_ns BIGINT"),
 }
 # Derived tables an older schema had: a lake exported then still holds them, and a restore
 # leaves them out without a word.

@@ -212,7 +212,9 @@ CREATE TABLE IF NOT EXISTS gpu_ranks (
     device         VARCHAR, -- first deviceProperties name, e.g. NVIDIA H200
     trace_events   BIGINT,  -- events in the file's traceEvents, of every kind (nsys: its GPU's kernels, memcpys, memsets and syncs)
     gpu_events     BIGINT,  -- of those, rows stored in gpu_events
-    profiler_steps INTEGER  -- ProfilerStep windows in the file
+    profiler_steps INTEGER, -- ProfilerStep windows in the file
+    clock          VARCHAR, -- what the file's times are after: baseTimeNanoseconds (Kineto since PyTorch 2.1), Unix epoch (older Kineto), nsys session start (an nsys export put on the epoch by TARGET_INFO_SESSION_START_TIME), or own (origin unknown)
+    clock_origin_ns BIGINT  -- Unix time (ns) of the file's ts_us = 0; NULL for a clock of its own
 );
 
 -- Annotated CPU ranges: NVTX ranges of an Nsight Systems export (format nsys) and record_function

@@ -306,11 +306,12 @@ def test_gpu_stragglers_golden(con, two_ranks):
     # Step 1: windows 10000 (rank 0) and 12000 (rank 1): max 12000, mean 11000, slowest 1.
     #   Last NCCL start in step 1: rank 0 k4 at 3500, rank 1 m2 at 7000 -> lag 0 / 3500, spread 3500.
     # Step 2: both 10000 (tie -> lowest rank 0), ratio 1. Last NCCL: k9 12500, m4 15000 -> spread 2500.
+    # Window starts: step 1 both at 0; step 2 rank 0 at 10000, rank 1 at 12000 -> lag 2000.
     assert run_query(con, "gpu_stragglers", run_id=run) == approx_rows([
-        (1, 0, 10000.0, 2, 12000.0, 11000.0, 12 / 11, 1, 0.0, 3500.0),
-        (1, 1, 12000.0, 2, 12000.0, 11000.0, 12 / 11, 1, 3500.0, 3500.0),
-        (2, 0, 10000.0, 2, 10000.0, 10000.0, 1.0, 0, 0.0, 2500.0),
-        (2, 1, 10000.0, 2, 10000.0, 10000.0, 1.0, 0, 2500.0, 2500.0),
+        (1, 0, 10000.0, 2, 12000.0, 11000.0, 12 / 11, 1, 0.0, 0.0, 3500.0),
+        (1, 1, 12000.0, 2, 12000.0, 11000.0, 12 / 11, 1, 0.0, 3500.0, 3500.0),
+        (2, 0, 10000.0, 2, 10000.0, 10000.0, 1.0, 0, 0.0, 0.0, 2500.0),
+        (2, 1, 10000.0, 2, 10000.0, 10000.0, 1.0, 0, 2000.0, 2500.0, 2500.0),
     ])
 
 
@@ -455,6 +456,8 @@ def test_dlrm_eight_rank_archive(con, shared_data):
                              "AND category = 'communication'", [run]).fetchone()[0]
     assert comm_ranks == 8
     assert len(run_query(con, "gpu_stragglers", run_id=run)) == 8
+    # written before baseTimeNanoseconds: us since the epoch, so on one clock as they are
+    assert {r[1:5] for r in run_query(con, "gpu_clocks", run_id=run)} == {("Unix epoch", 0, 0.0, True)}
 
 
 def ingested_tables(path: Path, jobs: str, db: Path, monkeypatch) -> dict:

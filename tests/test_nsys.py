@@ -217,6 +217,22 @@ def test_bad_exports_are_refused_in_one_line(con, tmp_path):
 def test_an_export_without_a_session_start_says_its_clock_is_its_own(con, tmp_path):
     result = ingest_paths(con, [build(tmp_path / "rank0.sqlite", RANK0, STEPS, session_ns=None)])
     assert any("capture's own clock" in w for w in result.warnings)
+    assert run_query(con, "gpu_clocks", run_id=result.run_id) == [(0, "own", None, 0.0, False, 0.0)]
+
+
+def test_ranks_captured_apart_are_compared_on_the_utc_clock(con, tmp_path):
+    """Two ranks' exports with the same events, rank 1's session started 2.5 ms after rank 0's:
+    on the UTC clock rank 1 starts every step (and its last NCCL kernel) 2,500 us later."""
+    job = tmp_path / "job"
+    job.mkdir()
+    session = 1_700_000_000 * 10**9
+    build(job / "report_rank0.sqlite", RANK0, STEPS, session_ns=session)
+    build(job / "report_rank1.sqlite", RANK0, STEPS, session_ns=session + 2_500_000)
+    run = ingest_paths(con, [job]).run_id
+    assert run_query(con, "gpu_clocks", run_id=run) == [(0, "nsys session start", 0, 0.0, True, 0.0),
+                                                        (1, "nsys session start", 0, 0.0, True, 2500.0)]
+    lags = [(r[0], r[1], r[8], r[9]) for r in run_query(con, "gpu_stragglers", run_id=run)]
+    assert lags == [(1, 0, 0.0, 0.0), (1, 1, 2500.0, 2500.0), (2, 0, 0.0, 0.0), (2, 1, 2500.0, 2500.0)]
 
 
 def test_kineto_user_annotations_carry_the_gpu_work_their_launches_made(con, shared_data):

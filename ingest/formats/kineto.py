@@ -13,8 +13,8 @@ import msgspec
 from polytrace.ingest import critical_path
 from polytrace.ingest.contract import Format, IngestError, Parsed, Sample
 from polytrace.ingest.gpu_trace import (INT32_MAX, INT64_MAX, KERNEL, LAUNCH, MEMORY, MEMORY_EVENT, OTHER, SYNC,
-                                        RankTrace, after_load, as_int, count, known_name, rank_in_file_name,
-                                        tables, warnings)
+                                        RankTrace, after_load, as_int, count, known_name, on_epoch_if_absolute,
+                                        origin_ns, rank_in_file_name, tables, warnings)
 from polytrace.ingest.sources import Budget, max_inflate_bytes, name_of, open_stream
 from polytrace.ingest.trace_events import EventStream
 
@@ -100,6 +100,7 @@ class Device(msgspec.Struct):
 class Meta(msgspec.Struct):
     distributedInfo: DistributedInfo | None = None
     deviceProperties: list[Device] | None = None
+    baseTimeNanoseconds: int | float | str | None = None
 
 
 
@@ -211,6 +212,11 @@ def _apply_meta(trace: RankTrace, metas: list[Meta]) -> None:
             trace.world_size = count(info.world_size, "distributedInfo.world_size", trace.source)
         if meta.deviceProperties and trace.device is None:
             trace.device = meta.deviceProperties[0].name
+        if meta.baseTimeNanoseconds is not None and trace.clock_origin_ns is None:
+            trace.clock = "baseTimeNanoseconds"
+            trace.clock_origin_ns = origin_ns(meta.baseTimeNanoseconds, "baseTimeNanoseconds", trace.source)
+    if trace.clock_origin_ns is None:
+        on_epoch_if_absolute(trace)
     if trace.rank_from == "default":
         rank_in_file_name(trace)
 

@@ -175,6 +175,8 @@ class Reader:
     def trace(self, device: int) -> RankTrace:
         if device not in self.traces:
             self.traces[device] = RankTrace(self.source)
+            if self.base_ns is not None:  # us() puts every time on the epoch
+                self.traces[device].clock, self.traces[device].clock_origin_ns = "nsys session start", 0
         return self.traces[device]
 
     def pids(self, device: int) -> np.ndarray:
