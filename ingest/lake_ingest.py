@@ -28,15 +28,19 @@ def ingest_to_lake(paths: list[Path], lake: Path, *, name: str | None = None,
                    format: str | None = None, force: bool = False, jobs: int | None = None,
                    run_overrides: dict | None = None,
                    before_export: Callable[[duckdb.DuckDBPyConnection, str], None] | None = None,
+                   known: list[tuple[str, str | None]] = (), names: dict[Path, str] | None = None,
                    ) -> load.IngestResult:
     """Ingest files (or directories of files, or archives) as one run of the lake at `lake`.
 
     The same content already in the lake is not ingested twice unless `force`;
     run_overrides fills runs columns the input does not carry, as in `ingest_paths`.
-    before_export(con, run_id) may add derived rows to the run before it is published.
+    before_export(con, run_id) may add derived rows to the run before it is published; `known`
+    names (run_id, input sha256) of runs published elsewhere (a lake in object storage) that
+    dedup and fresh ids must see too; `names` are the names the user knows inputs by, as in
+    `ingest_paths`.
     """
     overrides = load.checked_overrides(run_overrides)
-    with load.collected(paths, format) as files:
+    with load.collected(paths, format, names) as files:
         if any(f.format.claims_directory for f in files):
             raise IngestError(None, "a Parquet lake is already a lake: ingest it into a database, "
                                     "or copy its run_id=<id> partitions")
@@ -44,11 +48,13 @@ def ingest_to_lake(paths: list[Path], lake: Path, *, name: str | None = None,
         con = store.open(":memory:")
         try:
             _known_runs(con, lake)
+            if known:
+                con.executemany("INSERT INTO runs (run_id, sha256) VALUES (?, ?)", list(known))
             existing = con.execute("SELECT run_id FROM runs WHERE sha256 = ?", [digest]).fetchone()
             if existing and not force:
                 return load.IngestResult(existing[0], "+".join(sorted({f.format.name for f in files})),
                                          {}, existing=True)
-            return _ingest_new(con, files, digest, lake, name or load.default_name(paths), jobs,
+            return _ingest_new(con, files, digest, lake, name or load.default_name(paths, names), jobs,
                                overrides, before_export)
         except duckdb.Error as e:
             raise IngestError(None, f"the data was rejected: {str(e).splitlines()[0]}") from None

@@ -7,8 +7,10 @@ front end built from the one Settings object.
 """
 from __future__ import annotations
 
+import tempfile
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Protocol
+from typing import Iterator, Protocol
 
 from polytrace import store
 from polytrace.ingest import options as ingest_options
@@ -18,7 +20,8 @@ from polytrace.ingest.live import Appended, Chunk
 from polytrace.ingest.load import IngestResult, append_chunk, checked_overrides, ingest_paths, not_applied
 from polytrace.ingest.options import IngestOptions
 from polytrace.queries import overview
-from polytrace.store import runs
+from polytrace.store import lake, object_lake, runs
+from polytrace.store.lake import is_object_store
 from polytrace.workload import whatif
 
 
@@ -75,11 +78,48 @@ def commit_failure(con, *, staging: Path) -> None:
     staged_runs.commit_failure(con, staging)
 
 
-def ingest_into_lake(paths: list[Path], lake: Path, *, options: IngestOptions | None = None,
+def ingest_into_lake(paths: list[Path], lake: Path | str, *, options: IngestOptions | None = None,
                      **how) -> IngestResult:
-    """Ingest files as one run of a Parquet lake, its overview line written with it."""
+    """Ingest files as one run of a Parquet lake (a folder, or s3://bucket/prefix), its overview
+    line written with it. Into object storage, the run is built in a local lake first and then
+    published with its commit."""
     with ingest_options.applied(options):
-        return ingest_to_lake(paths, lake, before_export=lambda con, run_id: refresh(con, [run_id]), **how)
+        if not is_object_store(lake):
+            return ingest_to_lake(paths, Path(lake), before_export=_summed_up, **how)
+        with tempfile.TemporaryDirectory(prefix="polytrace-lake-") as local:
+            result = ingest_to_lake(paths, Path(local), before_export=_summed_up,
+                                    known=object_lake.known_runs(lake), **how)
+            if not result.existing:
+                object_lake.publish(Path(local), [result.run_id], object_lake.location(lake))
+            return result
+
+
+def _summed_up(con, run_id: str) -> None:
+    refresh(con, [run_id])
+
+
+def export_runs(con, run_ids: list[str], out: Path | str) -> dict[str, int]:
+    """Runs of a database into a Parquet lake (a folder, or s3://bucket/prefix); rows per table."""
+    if is_object_store(out):
+        return object_lake.export_to(con, run_ids, out)
+    return lake.export_runs(con, run_ids, Path(out))
+
+
+@contextmanager
+def fetched(paths: list[str], options: IngestOptions | None = None) -> Iterator[tuple[list[Path], dict[Path, str]]]:
+    """The inputs as local paths, and the names to know them by (ingest's `names`): an s3://
+    URL's objects are streamed into a temporary folder first, at most the ingest's inflate
+    limit in all, and are named after the URL (the run's default name: its last segment)."""
+    limit = (options or IngestOptions()).max_inflate_bytes
+    local, names = [], {}
+    with tempfile.TemporaryDirectory(prefix="polytrace-s3-") as tmp:
+        for i, p in enumerate(paths):
+            if is_object_store(p):
+                local.append(object_lake.download(p, Path(tmp) / str(i), limit))
+                names[local[-1]] = p.rstrip("/")
+            else:
+                local.append(Path(p))
+        yield local, names
 
 
 def append(con, run_id: str, chunk: Chunk, *, name: str | None = None, source: str | None = None,

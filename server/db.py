@@ -4,13 +4,13 @@ their ETags."""
 from __future__ import annotations
 
 import atexit
+import logging
 import secrets
 import threading
 import time
 import weakref
 from collections import OrderedDict
 from contextlib import contextmanager, suppress
-from pathlib import Path
 from typing import Any, Callable, Iterator, TypeVar
 
 import duckdb
@@ -19,13 +19,18 @@ from polytrace import store
 from polytrace.queries import answers
 from polytrace.queries.catalog import Query
 from polytrace.queries.runner import Answer, Limits, QueryTimeout, run_bound
-from polytrace.store.lake import lake_state, open_lake
+from polytrace.store import object_lake
+from polytrace.store.errors import StoreError
+from polytrace.store.lake import is_object_store, lake_state, open_lake
 
 T = TypeVar("T")
 # Databases not closed yet: closed at interpreter exit, before daemon threads are stopped.
 _OPEN: weakref.WeakSet[Database] = weakref.WeakSet()
 # How long close() lets interrupted work leave DuckDB.
 CLOSE_WAIT_S = 10.0
+# A lake in object storage is listed at most this often (a LIST request), not on every query.
+OBJECT_STORE_POLL_S = 2.0
+log = logging.getLogger("polytrace.server")
 
 
 class Closing(duckdb.ConnectionException):
@@ -81,14 +86,20 @@ class Database:
         (read-only: the server cannot upload to it or delete from it). DuckDB gets at most
         `memory_limit` bytes and `threads` threads; at most `query_slots` catalog queries run at once."""
         self.lake = lake
-        if lake:
+        # a lake in object storage: the Arrow datasets its views read, which each cursor registers
+        self._sources: dict[str, object] = {}
+        if lake and is_object_store(lake):
+            self.con, self._sources = object_lake.opened(lake, memory_limit, threads)
+        elif lake:
             self.con = open_lake(lake, memory_limit, threads)
         else:
             self.con = store.open(path, "w")
             store.bound(self.con, memory_limit, threads)
         self._slots = threading.BoundedSemaphore(query_slots) if query_slots else None
         self.query_slots = query_slots
-        self._lake_state = lake_state(Path(lake)) if lake else None
+        self._lake_state = lake_state(lake) if lake else None
+        self._lake_generation = 0
+        self._lake_polled = time.monotonic()
         self._write_lock = threading.Lock()
         self.cache = ResultCache(cache_rows)
         # ETags: this process's id (generations restart with it), and per run the generation of
@@ -109,6 +120,9 @@ class Database:
                 raise Closing("the server is shutting down: try again once it is back")
             cur = self.con.cursor()
             self._busy.add(cur)
+            sources = self._sources
+        for name, source in sources.items():
+            cur.register(name, source)
         try:
             yield cur
         finally:
@@ -199,11 +213,25 @@ class Database:
         lacked when the server started stays empty until a restart.)"""
         if self.lake is None:
             return
-        state = lake_state(Path(self.lake))
+        remote = is_object_store(self.lake)
+        if remote and time.monotonic() - self._lake_polled < OBJECT_STORE_POLL_S:
+            return
+        self._lake_polled = time.monotonic()
+        state = lake_state(self.lake)
         if state == self._lake_state:
             return
         with self._write_lock:
             if state != self._lake_state:
+                if remote:  # its views name files, not a glob: name the new ones
+                    try:
+                        new = object_lake.follow(self.con, self.lake, self._lake_generation + 1)
+                    except StoreError as e:  # the last runs stay in view; the next poll tries again
+                        log.warning("cannot follow the lake: %s", e)
+                        return
+                    self._lake_generation += 1
+                    # a cursor opened before the views moved may still read the last generation
+                    last = {k: v for k, v in self._sources.items() if k.endswith(f"_{self._lake_generation - 1}")}
+                    self._sources = {**last, **new}
                 self._lake_state = state
                 self.cache.clear()
                 self._any_write = self.cache.generation

@@ -44,9 +44,14 @@ def lake_tables(root: Path) -> dict[str, Path]:
             if p.is_dir() and p.name.startswith("table=")}
 
 
-def lake_state(root: Path) -> tuple[int, ...]:
+def lake_state(root: str | Path) -> tuple:
     """Changes whenever a writer publishes or removes a run, or adds a table: each partition is
     renamed into (or out of) its table's folder, which changes that folder's modification time."""
+    if is_object_store(root):
+        from polytrace.store import object_lake
+
+        return object_lake.lake_state(str(root))
+    root = Path(root)
     try:
         return (root.stat().st_mtime_ns, *(p.stat().st_mtime_ns for p in lake_tables(root).values()))
     except OSError:  # a table folder removed while we looked: a change all the same
@@ -222,14 +227,18 @@ def _first_line(e: Exception) -> str:
 
 
 def _view_sql(con, table: str, columns: list[tuple[str, str]], root: Path, union_by_name: bool) -> str:
-    """The lake's files as the canonical table: its columns in order and with their types;
-    a column the files lack (an older export, or a local id like ingests.ingest_id) is NULL.
-    DuckDB reads every file of a glob as it reads the first (and fails on one that lacks a column
-    the first has) unless `union_by_name` matches them by name, at the cost of reading every footer."""
-    scan = _scan(table_glob(root, table), union_by_name)
+    """The lake's files as the canonical table. DuckDB reads every file of a glob as it reads the
+    first (and fails on one that lacks a column the first has) unless `union_by_name` matches them
+    by name, at the cost of reading every footer."""
+    return canonical_select(con, columns, _scan(table_glob(root, table), union_by_name))
+
+
+def canonical_select(con, columns: list[tuple[str, str]], scan: str) -> str:
+    """A scan of a table's files as the canonical table: its columns in order and with their
+    types; a column the files lack (an older export, or a local id like ingests.ingest_id) is NULL."""
     found = dict(con.execute(f"SELECT column_name, column_type FROM (DESCRIBE SELECT * FROM {scan})").fetchall())
     if not found.keys() & {name for name, _ in columns}:
-        raise _Foreign(table)
+        raise ForeignFiles("none of its columns is one of the table's")
     cols = []
     for name, type_ in columns:
         if name not in found:
@@ -241,7 +250,7 @@ def _view_sql(con, table: str, columns: list[tuple[str, str]], root: Path, union
     return f"SELECT {', '.join(cols)} FROM {scan}"
 
 
-class _Foreign(Exception):
+class ForeignFiles(Exception):
     """The first file of a table shares no column with it."""
 
 
@@ -252,7 +261,7 @@ def _create_view(con, table: str, columns: list[tuple[str, str]], root: Path, mi
     if not mixed:
         try:
             return _replace(con, table, _view_sql(con, table, columns, root, union_by_name=False))
-        except (duckdb.Error, _Foreign):
+        except (duckdb.Error, ForeignFiles):
             pass
     schemas = _file_schemas(con, root, table)
     if not schemas:  # the files went away meanwhile (a writer replacing its partitions)
@@ -260,13 +269,22 @@ def _create_view(con, table: str, columns: list[tuple[str, str]], root: Path, mi
     _check_columns(root, table, columns, schemas)
     try:
         _replace(con, table, _view_sql(con, table, columns, root, union_by_name=True))
-    except (duckdb.Error, _Foreign) as e:  # files pyarrow reads and DuckDB does not: one line all the same
+    except (duckdb.Error, ForeignFiles) as e:  # files pyarrow reads and DuckDB does not: one line all the same
         raise StoreError(f"{root}: table={table}: DuckDB cannot read its files ({_first_line(e)})") from None
 
 
 def _replace(con, table: str, sql: str) -> None:
     con.execute(f'DROP TABLE "{table}"')
     con.execute(f'CREATE VIEW "{table}" AS {sql}')
+
+
+def replace_with_view(con, table: str, sql: str) -> None:
+    """The canonical table (or its view over an earlier state of the lake) as a view of `sql`."""
+    kind = con.execute("SELECT table_type FROM information_schema.tables WHERE table_name = ?", [table]).fetchone()
+    if kind and kind[0] == "VIEW":
+        con.execute(f'CREATE OR REPLACE VIEW "{table}" AS {sql}')
+    else:
+        _replace(con, table, sql)
 
 
 def _mixed_versions(con, root: Path) -> bool:
@@ -283,15 +301,16 @@ def open_lake(root: str | Path, memory_limit: int | None = None,
 
     Tables the lake lacks stay empty; the canonical views (step_timings, ...) sit on top.
     """
+    if is_object_store(root):
+        from polytrace.store import object_lake
+
+        return object_lake.open_lake(str(root), memory_limit, threads)
     root = Path(root)
     if not is_lake(root):
         raise StoreError(f"{root} is not a Parquet lake (no table=<name> directory; "
                          "write one with `polytrace export` or `polytrace ingest --lake`)")
-    tables, views = canonical_schema()
-    con = duckdb.connect()
-    for setting in LAKE_SETTINGS:
-        con.execute(setting)
-    migrate.ensure(con)
+    tables, _ = canonical_schema()
+    con = lake_connection()
     try:
         mixed = _mixed_versions(con, root)
         present = lake_tables(root)
@@ -301,9 +320,28 @@ def open_lake(root: str | Path, memory_limit: int | None = None,
     except BaseException:
         con.close()
         raise
-    for sql in views.values():
-        con.execute(sql.replace("CREATE VIEW", "CREATE OR REPLACE VIEW", 1))
     con.execute(f"SET allowed_directories = [{_literal(str(root.resolve()) + '/')}]")
+    return locked(con, memory_limit, threads)
+
+
+def is_object_store(location: str | Path) -> bool:
+    """Whether a lake location names object storage (s3://bucket/prefix) rather than a folder."""
+    return isinstance(location, str) and location.startswith("s3://")
+
+
+def lake_connection() -> duckdb.DuckDBPyConnection:
+    """An in-memory connection with the canonical (empty) tables, for a lake's views to replace."""
+    con = duckdb.connect()
+    for setting in LAKE_SETTINGS:
+        con.execute(setting)
+    migrate.ensure(con)
+    return con
+
+
+def locked(con: duckdb.DuckDBPyConnection, memory_limit: int | None, threads: int | None) -> duckdb.DuckDBPyConnection:
+    """The canonical views over the lake's tables, then the connection shut to everything else."""
+    for sql in canonical_schema()[1].values():
+        con.execute(sql.replace("CREATE VIEW", "CREATE OR REPLACE VIEW", 1))
     con.execute("SET enable_external_access = false")
     bound(con, memory_limit, threads)
     con.execute("SET lock_configuration = true")

@@ -119,6 +119,37 @@ def make_server(tmp_path):
         srv.__exit__(None, None, None)
 
 
+@pytest.fixture(scope="session")
+def s3_server():
+    """moto's S3-compatible server on 127.0.0.1 at a free port, for the session: its endpoint URL."""
+    moto_server = pytest.importorskip("moto.server")
+    port = free_port()
+    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    yield f"http://127.0.0.1:{port}"
+    server.stop()
+
+
+S3_BUCKET = "team"
+S3_SECRET = "wJalrXUtnFEMI-test-secret-K7MDENG"  # a test's credential, grepped for in what it prints
+
+
+@pytest.fixture
+def s3(s3_server, monkeypatch):
+    """An empty moto server (reset) with the bucket `team`, and the AWS environment that reaches it."""
+    import httpx
+    from pyarrow.fs import S3FileSystem
+
+    httpx.post(f"{s3_server}/moto-api/reset").raise_for_status()
+    for key, value in {"AWS_ENDPOINT_URL": s3_server, "AWS_ACCESS_KEY_ID": "AKIATESTPOLYTRACE",
+                       "AWS_SECRET_ACCESS_KEY": S3_SECRET, "AWS_REGION": "us-east-1"}.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.delenv("AWS_ENDPOINT_URL_S3", raising=False)
+    monkeypatch.delenv("AWS_PROFILE", raising=False)
+    S3FileSystem(endpoint_override=s3_server, allow_bucket_creation=True).create_dir(S3_BUCKET)
+    return s3_server
+
+
 # --- tiers ---------------------------------------------------------------------------------------
 # Each marker is applied here from what a test uses: its fixtures (by name, and what their code
 # and the test's own code name, following the test modules' helper functions), so that a new test
@@ -129,7 +160,7 @@ USES = {
     "shared_data": re.compile(r"\b(shared_data|SHARED_DATA)\b"),
     "cli": re.compile(r"\"-m\", \"polytrace\"|\bpolytrace_cli\(|/ \"polytrace\""),
 }
-FIXTURE_MARKS = {"spark": "spark", "spark_cluster": "spark_cluster", "browser": "browser"}
+FIXTURE_MARKS = {"spark": "spark", "spark_cluster": "spark_cluster", "browser": "browser", "s3_server": "s3"}
 MODULE_MARKS = {"test_package": ("package",), "test_spark_cluster": ("spark", "spark_cluster")}
 # Tests that take seconds each with none of the markers above (the slowest of `pytest -m fast -n 2
 # --durations=40`, 10-112 s each at a load average of 9-14; a module name covers all its tests,
@@ -151,7 +182,7 @@ SLOW = {
     "test_each_stored_answer_is_what_its_query_computes",
     "test_a_run_without_answers_is_stale_and_the_next_writer_stores_them",  # test_answers
 }
-TIERS = ("server", "shared_data", "spark", "spark_cluster", "browser", "package", "cli", "slow")
+TIERS = ("server", "shared_data", "spark", "spark_cluster", "browser", "package", "cli", "s3", "slow")
 
 
 def pytest_collection_modifyitems(config, items):

@@ -57,7 +57,7 @@ def exec_form(rest: str) -> list[str]:
 @pytest.fixture(scope="module")
 def service() -> dict:
     compose = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
-    assert list(compose["services"]) == ["polytrace"]
+    assert [name for name, s in compose["services"].items() if not s.get("profiles")] == ["polytrace"]
     svc = compose["services"]["polytrace"]
     svc["_volumes"] = compose.get("volumes") or {}
     return svc
@@ -163,3 +163,18 @@ def test_healthcheck_command_probes_a_live_server(make_server, tmp_path):
     dead = subprocess.run([sys.executable, *argv[1:]], env={**os.environ, "POLYTRACE_PORT": str(free_port())},
                           capture_output=True, timeout=30)
     assert dead.returncode != 0
+
+
+def test_the_s3_profile_serves_the_lake_in_its_store_with_keys_from_the_environment(monkeypatch):
+    compose = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+    store, lake = compose["services"]["minio"], compose["services"]["polytrace-lake"]
+    assert store["profiles"] == lake["profiles"] == ["s3"] and lake["depends_on"] == ["minio"]
+    args = build_parser().parse_args(lake["command"][1:])
+    assert args.command == "serve" and args.lake.startswith("s3://")
+    env = lake["environment"]
+    assert env["AWS_ENDPOINT_URL"] == "http://minio:9000"
+    # keys and the token are substituted from the deployer's environment, never written here
+    for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "POLYTRACE_TOKEN"):
+        assert env[key].startswith("${") and ":?" in env[key], key
+    assert {k for k in env if k.startswith(ENV_PREFIX)} <= {ENV_PREFIX + f.upper() for f in FIELDS}
+    assert store["volumes"][0].split(":")[0] in compose["volumes"]

@@ -2,9 +2,7 @@
 from __future__ import annotations
 
 import sys
-from pathlib import Path
-
-from polytrace import store
+from polytrace import service, store
 
 
 def register(sub, db_option) -> None:
@@ -12,17 +10,15 @@ def register(sub, db_option) -> None:
                        "(table=<name>/run_id=<id>/); `polytrace ingest DIR` reads it back")
     p.add_argument("run_ids", nargs="+", metavar="RUN_ID")
     p.add_argument("--out", required=True, metavar="DIR",
-                   help="lake directory; other runs already in it are kept")
+                   help="lake directory or s3://bucket/prefix; other runs already in it are kept")
     db_option(p)
     p.set_defaults(func=run)
 
 
 def run(args) -> int:
-    from polytrace.store.lake import export_runs
-
     con = store.open(args.db, "r")
     try:
-        rows = export_runs(con, args.run_ids, Path(args.out))
+        rows = service.export_runs(con, args.run_ids, args.out)
     finally:
         con.close()
     counts = ", ".join(f"{t}={n}" for t, n in rows.items() if n)

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 from polytrace import service, store
 from polytrace.cli.errors import CliError, shown
@@ -19,7 +18,8 @@ _FACT_FLAGS = {"max_response_len": "--max-response-len", "n_gpus": "--gpus", "tr
 def register(sub, db_option) -> None:
     p = sub.add_parser("ingest", help="load trace files or directories as one run; prints the run_id "
                        "(a Parquet lake from `export` restores each of its runs)")
-    p.add_argument("paths", nargs="+", metavar="PATH")
+    p.add_argument("paths", nargs="+", metavar="PATH", help="a file, folder or archive, or s3://bucket/prefix "
+                   "(its objects, streamed to a temporary folder first)")
     db_option(p)
     p.add_argument("--name", help="run name (default: the file or directory name)")
     p.add_argument("--format", help="skip detection and parse as this format")
@@ -27,8 +27,8 @@ def register(sub, db_option) -> None:
     for fact, flag in _FACT_FLAGS.items():
         p.add_argument(flag, dest=fact, type=int, metavar="N", help=GIVEN_RUN_FACTS[fact])
     p.add_argument("--framework", type=str.lower, choices=sorted(vocabulary.frameworks()), help=GIVEN_FRAMEWORK)
-    p.add_argument("--lake", metavar="DIR", help="write the run into this Parquet lake instead of --db, "
-                   "parsing the input files in parallel processes")
+    p.add_argument("--lake", metavar="DIR", help="write the run into this Parquet lake (a folder or "
+                   "s3://bucket/prefix) instead of --db, parsing the input files in parallel processes")
     p.add_argument("--jobs", type=int, metavar="N",
                    help="with --lake: parsing processes (default: one per CPU)")
     p.add_argument("--tokenizer", metavar="PATH", help="a local tokenizer.json: lengths of text-only "
@@ -46,9 +46,10 @@ def run(args) -> int:
     try:
         if bar:
             bar.start()
-        result = service.ingest_run(con, [Path(p) for p in args.paths], options=options, name=args.name,
-                                    format=args.format, force=args.force, progress=update,
-                                    run_overrides=_run_overrides(args))
+        with service.fetched(args.paths, options) as (paths, names):
+            result = service.ingest_run(con, paths, options=options, name=args.name, format=args.format,
+                                        force=args.force, progress=update, run_overrides=_run_overrides(args),
+                                        names=names)
     finally:
         if bar:
             bar.stop()
@@ -95,9 +96,10 @@ def _run_overrides(args) -> dict:
 def _ingest_to_lake(args, options) -> int:
     if args.jobs is not None and args.jobs < 1:
         raise CliError(f"--jobs must be at least 1, got {args.jobs}")
-    result = service.ingest_into_lake([Path(p) for p in args.paths], Path(args.lake), options=options,
-                                      name=args.name, format=args.format, force=args.force, jobs=args.jobs,
-                                      run_overrides=_run_overrides(args))
+    with service.fetched(args.paths, options) as (paths, names):
+        result = service.ingest_into_lake(paths, args.lake, options=options, name=args.name, format=args.format,
+                                          force=args.force, jobs=args.jobs, run_overrides=_run_overrides(args),
+                                          names=names)
     _report(result, "already in the lake" if result.existing else f"ingested into {args.lake}")
     print(result.run_id)
     return 0

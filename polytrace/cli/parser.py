@@ -10,6 +10,7 @@ from polytrace.cli import (
     fidelity,
     findings,
     ingest,
+    lake,
     migrate,
     query,
     serve,
@@ -19,7 +20,7 @@ from polytrace.cli import (
 )
 
 DESCRIPTION = "The single `polytrace` command: ingest, query, serve, demo and the workload tools."
-COMMANDS = (ingest, query, export, fidelity, serve, watch, findings, migrate, demo, synth, simulate)
+COMMANDS = (ingest, query, export, lake, fidelity, serve, watch, findings, migrate, demo, synth, simulate)
 
 
 def build_parser() -> argparse.ArgumentParser:

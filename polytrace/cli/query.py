@@ -13,7 +13,7 @@ def register(sub, db_option) -> None:
     db_option(p)
     p.add_argument("-p", "--param", action="append", default=[], metavar="KEY=VALUE")
     p.add_argument("--output", choices=CLI_FORMATS, default="table")
-    p.add_argument("--lake", metavar="DIR", help="query this Parquet lake instead of --db")
+    p.add_argument("--lake", metavar="DIR", help="query this Parquet lake (a folder or s3://bucket/prefix) instead of --db")
     p.add_argument("--engine", choices=("duckdb", "spark"), default="duckdb",
                    help="spark: translate the query and run it on Spark over --lake (polytrace[spark])")
     p.add_argument("--spark-remote", metavar="sc://HOST:PORT",
@@ -70,6 +70,11 @@ def _spark_engine(args):
     if not args.lake:
         raise CliError("--engine spark reads a Parquet lake: add --lake DIR "
                        "(write one with `polytrace export`)")
+    from polytrace.store.lake import is_object_store
+
+    if is_object_store(args.lake):
+        raise CliError("--engine spark reads a lake in object storage through Hadoop's s3a connector "
+                       "(hadoop-aws), which pyspark does not bundle: query it with --engine duckdb")
     try:
         from polytrace.queries import spark
     except ImportError:

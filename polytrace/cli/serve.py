@@ -10,7 +10,7 @@ from polytrace.cli.following import follow_options, watched
 def register(sub, db_option) -> None:
     p = sub.add_parser("serve", help="serve the dashboard and REST API")
     db_option(p)
-    p.add_argument("--lake", metavar="DIR", help="serve this Parquet lake (read-only) instead of --db")
+    p.add_argument("--lake", metavar="DIR", help="serve this Parquet lake (a folder or s3://bucket/prefix; read-only) instead of --db")
     p.add_argument("--host", help="address to bind (default: $POLYTRACE_HOST or 127.0.0.1)")
     p.add_argument("--port", type=int, help="port (default: $POLYTRACE_PORT or 8000)")
     follow_options(p, "--watch")
