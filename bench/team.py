@@ -55,7 +55,7 @@ measured: dict[str, list[float]] = {}
 
 MODELS = ("Qwen2.5-7B-Instruct", "Qwen2.5-32B-Instruct", "Qwen3-4B", "Qwen3-8B", "Qwen3-30B-A3B",
           "Llama-3.1-8B-Instruct", "DeepSeek-R1-Distill-Qwen-7B", "Mistral-Small-24B")
-FRAMEWORKS = ("verl", "rllm", "openrlhf", "areal")
+FRAMEWORKS = ("verl", "slime", "openrlhf", "areal")
 CAPS = (2048, 4096, 8192, 12288, 16384, 20480, 32768)
 DP_TP = ((2, 1), (2, 4), (4, 1), (4, 2), (8, 1), (8, 4), (16, 2))
 

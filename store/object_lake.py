@@ -27,8 +27,9 @@ import re
 import shutil
 import tempfile
 import time
+import uuid
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import duckdb
@@ -36,7 +37,7 @@ import pyarrow as pa
 
 from polytrace.store.errors import StoreError
 from polytrace.store.lake import (PART_FILE, ForeignFiles, canonical_schema, canonical_select, export_runs,
-                                  lake_connection, lake_tables, locked, partitions, replace_with_view)
+                                  lake_connection, lake_tables, locked, partition_dir, replace_with_view)
 from polytrace.store.runs import RUN_ID
 
 SCHEME = "s3://"
@@ -45,6 +46,8 @@ _DIGEST = re.compile(r"[0-9a-f]{16,64}")
 CHUNK = 1 << 20
 # commits are read in parallel: each is one small GET
 READERS = 16
+INDEX = "index.json"
+MAX_SMALL_OBJECT = 64 << 20  # a commit or the index (a 10,000-run index is ~1.5 MB)
 
 
 @dataclass(frozen=True)
@@ -121,11 +124,11 @@ def export_to(con: duckdb.DuckDBPyConnection, run_ids: list[str], url: str) -> d
 def publish(local_lake: Path, run_ids: list[str], where: Location) -> None:
     """Upload each run's partitions from a local lake, then its commit."""
     fs = filesystem()
-    tables = lake_tables(local_lake)
+    tables = list(lake_tables(local_lake))
     for run_id in run_ids:
-        files = {t: partitions(d)[run_id] / PART_FILE for t, d in tables.items() if run_id in partitions(d)}
+        files = {t: partition_dir(local_lake, t, run_id) / PART_FILE for t in tables}
         # a table without rows of the run is left out: the canonical table is empty without it
-        files = {t: f for t, f in files.items() if t == "runs" or _rows(f)}
+        files = {t: f for t, f in files.items() if f.is_file() and (t == "runs" or _rows(f))}
         digest = _digest(files)
         try:
             for table, file in files.items():
@@ -147,7 +150,8 @@ def _rows(file: Path) -> int:
 def _digest(files: dict[str, Path]) -> str:
     h = hashlib.sha256()
     for table in sorted(files):
-        h.update(table.encode() + b"\0" + hashlib.sha256(files[table].read_bytes()).digest())
+        with open(files[table], "rb") as f:
+            h.update(table.encode() + b"\0" + hashlib.file_digest(f, "sha256").digest())
     return h.hexdigest()[:32]
 
 
@@ -166,28 +170,78 @@ def _input_sha256(runs_file: Path) -> str | None:
 
 # ---- reading -----------------------------------------------------------------------------------
 
-def commits(where: Location, fs=None) -> list[dict]:
-    """Every published run's commit, checked, in run id order."""
+@dataclass
+class Snapshot:
+    """What a reader reads: the compacted files of the index (its runs whose commit is still the
+    one it covered) and the commits it does not cover, each read once."""
+
+    index: dict | None
+    covered: list[str]   # runs read from the index's files
+    commits: list[dict]  # the rest, read from their own files
+    listed: dict[str, tuple[int, int]] = field(default_factory=dict)  # run_id -> (commit mtime, size)
+
+    @property
+    def runs(self) -> int:
+        return len(self.covered) + len(self.commits)
+
+    @property
+    def uncovered_in_index(self) -> list[str]:
+        """Runs the index holds but no longer covers: published again, or their commit gone."""
+        covered = set(self.covered)
+        return sorted(r for r in (self.index or {}).get("runs", {}) if r not in covered)
+
+
+def snapshot(where: Location, fs=None) -> Snapshot:
+    """The lake as published now. A commit whose (modified time, size) the index recorded is
+    covered without reading it; any other is read, and covered only if the index holds its digest."""
     from pyarrow.fs import FileSelector, FileType
 
     fs = fs or filesystem()
     try:
         infos = fs.get_file_info(FileSelector(where.key("commits"), allow_not_found=True))
-        keys = sorted(i.path for i in infos if i.type == FileType.File and i.path.endswith(".json"))
+        listed = {i.base_name.removesuffix(".json"): (i.mtime_ns or 0, i.size or 0) for i in infos
+                  if i.type == FileType.File and i.base_name.endswith(".json")}
+        index = _index(where, fs)
+        indexed = (index or {}).get("runs", {})
+        unsure = sorted(r for r, seen in listed.items()
+                        if r not in indexed or tuple(indexed[r]["listed"]) != seen)
         with ThreadPoolExecutor(READERS) as pool:
-            bodies = list(pool.map(lambda k: _read(fs, k), keys))
+            bodies = list(pool.map(lambda r: _read(fs, where.key("commits", f"{r}.json")), unsure))
     except OSError as e:
         raise failure(where, e) from None
-    return [_checked(where, key, body) for key, body in zip(keys, bodies)]
+    found = [_checked(where, f"{r}.json", body) for r, body in zip(unsure, bodies)]
+    own = [c for c in found if indexed.get(c["run_id"], {}).get("digest") != c["digest"]]
+    mine = {c["run_id"] for c in own}
+    covered = sorted(r for r in listed if r in indexed and r not in mine)
+    return Snapshot(index if covered else None, covered, own, listed)
 
 
 def _read(fs, key: str) -> bytes:
     with fs.open_input_stream(key) as f:
-        return f.read(1 << 16)
+        return f.read(MAX_SMALL_OBJECT)
 
 
-def _checked(where: Location, key: str, body: bytes) -> dict:
-    name = key.rsplit("/", 1)[-1]
+def _index(where: Location, fs) -> dict | None:
+    """The compaction index, checked; None when the lake has none."""
+    try:
+        body = _read(fs, where.key(INDEX))
+    except FileNotFoundError:
+        return None
+    try:
+        index = json.loads(body)
+    except ValueError:
+        raise StoreError(f"{where}: {INDEX} is not JSON") from None
+    runs, files = (index.get("runs"), index.get("files")) if isinstance(index, dict) else (None, None)
+    if not (isinstance(runs, dict) and isinstance(files, dict) and _DIGEST.fullmatch(str(index.get("id")))
+            and all(isinstance(r, str) and RUN_ID.match(r) and isinstance(v, dict)
+                    and _DIGEST.fullmatch(str(v.get("digest"))) and isinstance(v.get("listed"), list)
+                    for r, v in runs.items())
+            and all(isinstance(t, str) and f == _compact_key(where, index["id"], t) for t, f in files.items())):
+        raise StoreError(f"{where}: {INDEX} is not a PolyTrace index (id, runs, files)")
+    return index
+
+
+def _checked(where: Location, name: str, body: bytes) -> dict:
     try:
         commit = json.loads(body)
     except ValueError:
@@ -202,17 +256,38 @@ def _checked(where: Location, key: str, body: bytes) -> dict:
     return commit
 
 
+def commits(where: Location, fs=None) -> list[dict]:
+    """Every published run's commit, checked, in run id order (each one read)."""
+    fs = fs or filesystem()
+    try:
+        infos = fs.get_file_info(_commit_selector(where))
+        names = sorted(i.base_name for i in infos if i.base_name.endswith(".json"))
+        with ThreadPoolExecutor(READERS) as pool:
+            bodies = list(pool.map(lambda n: _read(fs, where.key("commits", n)), names))
+    except OSError as e:
+        raise failure(where, e) from None
+    return [_checked(where, n, body) for n, body in zip(names, bodies)]
+
+
+def _commit_selector(where: Location):
+    from pyarrow.fs import FileSelector
+
+    return FileSelector(where.key("commits"), allow_not_found=True)
+
+
 def data_keys(where: Location, commit: dict, table: str) -> str:
     return where.key("data", f"table={table}", f"run_id={commit['run_id']}", f"{commit['digest']}.parquet")
 
 
+def _compact_key(where: Location, index_id: str, table: str) -> str:
+    return where.key("compact", index_id, f"table={table}.parquet")
+
+
 def lake_state(url: str) -> tuple:
     """Changes whenever a run is published, published again or removed: its commit changes."""
-    from pyarrow.fs import FileSelector
-
     where = location(url)
     try:
-        infos = filesystem().get_file_info(FileSelector(where.key("commits"), allow_not_found=True))
+        infos = filesystem().get_file_info(_commit_selector(where))
     except OSError:  # unreachable for now: a change, so the next poll looks again
         return ()
     return tuple(sorted((i.path, i.mtime_ns, i.size) for i in infos))
@@ -227,46 +302,62 @@ def opened(url: str, memory_limit: int | None = None,
            threads: int | None = None) -> tuple[duckdb.DuckDBPyConnection, dict[str, object]]:
     """open_lake's connection, and the Arrow datasets its views scan by name. A dataset is
     registered on one connection: each cursor of it must register them too (server/db.py)."""
-    where = location(url)
+    con, sources, _ = _opened(location(url))
+    return locked(con, memory_limit, threads), sources
+
+
+def _opened(where: Location) -> tuple[duckdb.DuckDBPyConnection, dict[str, object], Snapshot]:
     fs = filesystem()
-    found = commits(where, fs)
-    if not found:
+    seen = snapshot(where, fs)
+    if not seen.runs:
         raise StoreError(f"{where} holds no published run (publish one with `polytrace export --out {where}` "
                          f"or `polytrace ingest --lake {where}`)")
     con = lake_connection()
     try:
-        sources = attach_runs(con, where, fs, found, generation=0)
+        sources = attach_runs(con, where, fs, seen, generation=0)
     except BaseException:
         con.close()
         raise
-    return locked(con, memory_limit, threads), sources
+    return con, sources, seen
 
 
-def attach_runs(con, where: Location, fs, found: list[dict], generation: int) -> dict[str, object]:
-    """Each table's view over the files these commits name, as an Arrow dataset DuckDB scans;
-    the datasets by the names the views read. Datasets get a name per generation: a view
-    replaced while a query reads the last one leaves that query its own."""
+def attach_runs(con, where: Location, fs, seen: Snapshot, generation: int) -> dict[str, object]:
+    """Each table's view over the index's file of it (its covered runs) and the files of the other
+    commits, as Arrow datasets DuckDB scans; the datasets by the names the views read. Datasets get
+    a name per generation: a view replaced while a query reads the last one leaves that query its own."""
     import pyarrow.dataset as ds
 
     partitioning = ds.partitioning(pa.schema([("run_id", pa.string())]), flavor="hive")
     sources = {}
     for table, columns in canonical_schema()[0].items():
-        keys = [data_keys(where, c, table) for c in found if table in c["tables"]]
-        if not keys:
-            continue
+        parts = []
+        keys = [data_keys(where, c, table) for c in seen.commits if table in c["tables"]]
         try:
-            dataset = ds.dataset(keys, filesystem=fs, format="parquet", partitioning=partitioning,
-                                 partition_base_dir=where.key("data", f"table={table}"))
-        except (OSError, pa.ArrowException) as e:
-            raise failure(where, e) from None
-        source = f"_lake_{table}_{generation}"
-        con.register(source, dataset)
-        sources[source] = dataset
-        try:
-            replace_with_view(con, table, canonical_select(con, columns, source))
+            if keys:
+                parts.append((f"_lake_{table}_{generation}", ds.dataset(
+                    keys, filesystem=fs, format="parquet", partitioning=partitioning,
+                    partition_base_dir=where.key("data", f"table={table}")), None))
+            if seen.index and table in seen.index["files"]:
+                parts.append((f"_lake_{table}_compact_{generation}", ds.dataset(
+                    seen.index["files"][table], filesystem=fs, format="parquet"), seen.uncovered_in_index))
+            for source, dataset, _ in parts:
+                con.register(source, dataset)
+                sources[source] = dataset
+            if parts:
+                replace_with_view(con, table, " UNION ALL ".join(
+                    _only(canonical_select(con, columns, source), runs) for source, _, runs in parts))
         except (duckdb.Error, ForeignFiles, OSError, pa.ArrowException) as e:
             raise failure(f"{where}: table={table}", e) from None
     return sources
+
+
+def _only(select: str, dropped: list[str] | None) -> str:
+    """A compacted file's rows without the runs it no longer covers (a run published again since
+    is read from its new files instead)."""
+    if not dropped:
+        return select
+    listed = ", ".join("'" + r.replace("'", "''") + "'" for r in dropped)
+    return f"SELECT * FROM ({select}) WHERE run_id NOT IN ({listed})"
 
 
 def follow(con, url: str, generation: int) -> dict[str, object]:
@@ -274,7 +365,48 @@ def follow(con, url: str, generation: int) -> dict[str, object]:
     datasets they read now."""
     where = location(url)
     fs = filesystem()
-    return attach_runs(con, where, fs, commits(where, fs), generation)
+    return attach_runs(con, where, fs, snapshot(where, fs), generation)
+
+
+# ---- compaction --------------------------------------------------------------------------------
+
+def compact(url: str) -> Snapshot:
+    """Every table's rows of every published run into one file per table under a new compact/<id>/,
+    then the index that names them and the commits they cover (one PUT): a lake of any number of
+    runs then opens with one listing and a file per table. Runs published meanwhile stay read
+    from their own files; the runs' own files stay (vacuum keeps what a commit names)."""
+    import pyarrow.parquet as pq
+
+    where = location(url)
+    con, _, seen = _opened(where)
+    index_id = uuid.uuid4().hex
+    fs = filesystem()
+    files = {}
+    try:
+        with tempfile.TemporaryDirectory(prefix="polytrace-compact-") as tmp:
+            published = {t for c in seen.commits for t in c["tables"]} | set((seen.index or {}).get("files", {}))
+            for table in sorted(published):
+                reader = con.sql(f'SELECT * FROM "{table}"').to_arrow_reader(1 << 17)
+                local = Path(tmp) / f"{table}.parquet"
+                written = 0
+                with pq.ParquetWriter(local, reader.schema, compression="zstd") as writer:
+                    for batch in reader:
+                        writer.write_batch(batch)
+                        written += batch.num_rows
+                if written:
+                    files[table] = _compact_key(where, index_id, table)
+                    _upload(fs, local, files[table])
+        covered = {**{r: (seen.index or {})["runs"][r] for r in seen.covered},
+                   **{c["run_id"]: {"digest": c["digest"]} for c in seen.commits}}
+        for run_id, entry in covered.items():
+            entry["listed"] = list(seen.listed[run_id])
+        with fs.open_output_stream(where.key(INDEX)) as out:
+            out.write(json.dumps({"id": index_id, "runs": covered, "files": files}).encode())
+    except OSError as e:
+        raise failure(where, e) from None
+    finally:
+        con.close()
+    return seen
 
 
 # ---- inputs in the store -----------------------------------------------------------------------
@@ -317,16 +449,19 @@ def download(url: str, into: Path, max_bytes: int) -> Path:
 # ---- vacuum ------------------------------------------------------------------------------------
 
 def vacuum(url: str, grace_s: float) -> list[str]:
-    """Delete the data files no commit names that are older than grace_s (a publisher may still
-    be uploading the newer ones); the keys deleted."""
+    """Delete the data files no commit names, and the compacted files the index does not, that
+    are older than grace_s (a publisher or compactor may still be uploading newer ones); the keys
+    deleted."""
     from pyarrow.fs import FileSelector, FileType
 
     where = location(url)
     fs = filesystem()
     live = {data_keys(where, c, t) for c in commits(where, fs) for t in c["tables"]}
+    live |= set(((_index(where, fs) or {}).get("files") or {}).values())
     cutoff = time.time_ns() - int(grace_s * 1e9)
     try:
-        infos = fs.get_file_info(FileSelector(where.key("data"), recursive=True, allow_not_found=True))
+        infos = [i for folder in ("data", "compact")
+                 for i in fs.get_file_info(FileSelector(where.key(folder), recursive=True, allow_not_found=True))]
         orphans = sorted(i.path for i in infos if i.type == FileType.File and i.path not in live
                          and (i.mtime_ns or 0) < cutoff)
         for key in orphans:

@@ -272,3 +272,52 @@ def test_a_client_error_carrying_a_secret_is_blanked(s3):
 def test_spark_over_an_s3_lake_says_what_it_lacks(s3, capsys):
     assert main(["query", "runs", "--lake", LAKE, "--engine", "spark"]) == 2
     assert "s3a connector (hadoop-aws)" in capsys.readouterr().err
+
+
+def test_a_compacted_lake_answers_the_same_and_opens_without_reading_commits(s3, capsys):
+    native = build_database()
+    try:
+        service.export_runs(native, list(RUNS), LAKE)
+        assert main(["lake", "compact", LAKE]) == 0
+        assert "compacted 2 run(s)" in capsys.readouterr().err
+        seen = object_lake.snapshot(object_lake.location(LAKE))
+        assert (seen.covered, seen.commits) == (sorted(RUNS), [])  # no commit read: the index covers all
+        compacted = [k for k in keys(s3, "lake/compact")]
+        assert compacted and all(k.endswith(".parquet") for k in compacted)
+        over_s3 = open_lake(LAKE)
+        try:
+            differences = {name: row_differences(run_bound(native, q, p).rows, run_bound(over_s3, q, p).rows)[:3]
+                           for name, q in load_catalog().items() for p in params_for(q)}
+            assert {k: v for k, v in differences.items() if v} == {}
+        finally:
+            over_s3.close()
+        # run.b published again with other content: read from its new files, not the index's
+        native.execute("UPDATE runs SET name = 'edge dotted id, again' WHERE run_id = 'run.b'")
+        service.export_runs(native, ["run.b"], LAKE)
+        seen = object_lake.snapshot(object_lake.location(LAKE))
+        assert seen.covered == ["0001"] and [c["run_id"] for c in seen.commits] == ["run.b"]
+        over_s3 = open_lake(LAKE)
+        try:
+            assert over_s3.execute("SELECT run_id, name FROM runs ORDER BY run_id").fetchall() == [
+                ("0001", "edge numeric id"), ("run.b", "edge dotted id, again")]
+            assert over_s3.execute("SELECT count(*) FROM samples").fetchone() == \
+                native.execute("SELECT count(*) FROM samples").fetchone()
+        finally:
+            over_s3.close()
+        # vacuum keeps the index's files and every committed run's
+        assert all("compact" not in k for k in object_lake.vacuum(LAKE, grace_s=0))
+        assert keys(s3, "lake/compact") == compacted
+    finally:
+        native.close()
+
+
+def test_a_damaged_index_is_named(s3, capsys):
+    native = build_database()
+    try:
+        service.export_runs(native, ["0001"], LAKE)
+    finally:
+        native.close()
+    with S3FileSystem(endpoint_override=s3).open_output_stream(f"{S3_BUCKET}/lake/index.json") as out:
+        out.write(b'{"id": "0123456789abcdef", "runs": {"0001": {"digest": "x"}}, "files": {}}')
+    assert main(["query", "runs", "--lake", LAKE]) == 2
+    assert "index.json is not a PolyTrace index" in capsys.readouterr().err

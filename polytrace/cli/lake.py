@@ -1,4 +1,5 @@
-"""`polytrace lake vacuum`: a lake in object storage rid of the files no commit names."""
+"""`polytrace lake compact|vacuum`: a lake in object storage compacted into a file per table, and
+rid of the files no commit or index names."""
 from __future__ import annotations
 
 import sys
@@ -15,6 +16,10 @@ def register(sub, db_option) -> None:
     v.add_argument("--grace-hours", type=float, default=24.0, metavar="H",
                    help="keep orphans younger than this: a publisher may still be uploading them (default 24)")
     v.set_defaults(func=vacuum)
+    c = actions.add_parser("compact", help="every published run's rows into one file per table and an "
+                           "index, so that opening the lake costs one listing and a file per table")
+    c.add_argument("url", metavar="s3://BUCKET/PREFIX")
+    c.set_defaults(func=compact)
 
 
 def vacuum(args) -> int:
@@ -26,4 +31,13 @@ def vacuum(args) -> int:
     print(f"deleted {len(deleted)} orphaned data file(s) from {object_lake.location(args.url)}", file=sys.stderr)
     for key in deleted:
         print(key)
+    return 0
+
+
+def compact(args) -> int:
+    from polytrace.store import object_lake
+
+    seen = object_lake.compact(args.url)
+    print(f"compacted {seen.runs} run(s) of {object_lake.location(args.url)} into one file per table",
+          file=sys.stderr)
     return 0
