@@ -14,7 +14,7 @@ import duckdb
 # A run whose framework no file maps reads its keys as verl's: the canonical names are verl's.
 DEFAULT_FRAMEWORK = "verl"
 COMBINE = ("first", "sum", "difference")
-JOINS = {"first": " or ", "sum": " + ", "difference": " − "}  # how the README's table joins keys
+JOINS = {"first": " or ", "sum": " + ", "difference": " − "}  # how docs/frameworks.md's table joins keys
 
 
 class VocabularyError(ValueError):
@@ -171,7 +171,7 @@ def detected(con: duckdb.DuckDBPyConnection, run_id: str) -> str | None:
 
 
 def markdown() -> str:
-    """The README's table: each canonical name and, per framework, the key its runs log it under
+    """docs/frameworks.md's table: each canonical name and, per framework, the key its runs log it under
     (a `+` joins keys summed, a `−` keys subtracted from the first; `—` not logged), so a user can check it against their own logs."""
     fws = sorted(frameworks().values(), key=lambda f: (f.framework != "verl", f.framework))
     head = ["name", "unit", *(f.display or f.framework for f in fws)]

@@ -1,4 +1,4 @@
-"""The OpenRLHF, slime and ROLL mapping files: every canonical name mapped or said not logged, in the README's form."""
+"""The OpenRLHF, slime and ROLL mapping files: every canonical name mapped or said not logged, in the form docs/frameworks.md documents."""
 from __future__ import annotations
 
 import tomllib
