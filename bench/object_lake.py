@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.compare import row_differences  # noqa: E402
-from bench.team import LIMITS, build_lake, repeated, row, section  # noqa: E402
+from bench.team import LIMITS, build_lake, free_port, repeated, row, section  # noqa: E402
 from polytrace.queries.catalog import get_query  # noqa: E402
 from polytrace.queries.runner import run  # noqa: E402
 
@@ -52,8 +52,6 @@ def moto() -> str:
 
     from moto.server import ThreadedMotoServer
     from pyarrow.fs import S3FileSystem
-
-    from tests.conftest import free_port
 
     logging.getLogger("werkzeug").setLevel(logging.ERROR)  # a line per request otherwise
     port = free_port()

@@ -100,6 +100,7 @@ class Database:
         self._lake_state = lake_state(lake) if lake else None
         self._lake_generation = 0
         self._lake_polled = time.monotonic()
+        self._following = False  # a thread is listing a lake in object storage
         self._write_lock = threading.Lock()
         self.cache = ResultCache(cache_rows)
         # ETags: this process's id (generations restart with it), and per run the generation of
@@ -121,9 +122,9 @@ class Database:
             cur = self.con.cursor()
             self._busy.add(cur)
             sources = self._sources
-        for name, source in sources.items():
-            cur.register(name, source)
         try:
+            for name, source in sources.items():
+                cur.register(name, source)
             yield cur
         finally:
             cur.close()
@@ -210,31 +211,50 @@ class Database:
         """Over a lake, other processes add and replace runs (ingest --lake, export): when its
         folders changed, every cached answer and every ETag is stale, as after a write here.
         (The views find new files by themselves: they glob at each query. A table the lake
-        lacked when the server started stays empty until a restart.)"""
+        lacked when the server started stays empty until a restart.) A lake in object storage
+        is followed off the request path (_follow_object_store)."""
         if self.lake is None:
             return
-        remote = is_object_store(self.lake)
-        if remote and time.monotonic() - self._lake_polled < OBJECT_STORE_POLL_S:
-            return
-        self._lake_polled = time.monotonic()
+        if is_object_store(self.lake):
+            return self._start_following()
         state = lake_state(self.lake)
         if state == self._lake_state:
             return
         with self._write_lock:
             if state != self._lake_state:
-                if remote:  # its views name files, not a glob: name the new ones
-                    try:
-                        new = object_lake.follow(self.con, self.lake, self._lake_generation + 1)
-                    except StoreError as e:  # the last runs stay in view; the next poll tries again
-                        log.warning("cannot follow the lake: %s", e)
-                        return
-                    self._lake_generation += 1
-                    # a cursor opened before the views moved may still read the last generation
-                    last = {k: v for k, v in self._sources.items() if k.endswith(f"_{self._lake_generation - 1}")}
-                    self._sources = {**last, **new}
-                self._lake_state = state
-                self.cache.clear()
-                self._any_write = self.cache.generation
+                self._moved_to(state)
+
+    def _moved_to(self, state: tuple) -> None:
+        self._lake_state = state
+        self.cache.clear()
+        self._any_write = self.cache.generation
+
+    def _start_following(self) -> None:
+        """At most every OBJECT_STORE_POLL_S, one thread lists the lake's commits; the request
+        that started it goes on with the views as they are."""
+        with self._idle:
+            if self._following or time.monotonic() - self._lake_polled < OBJECT_STORE_POLL_S:
+                return
+            self._following, self._lake_polled = True, time.monotonic()
+        threading.Thread(target=self._follow_object_store, name="polytrace-lake-follow", daemon=True).start()
+
+    def _follow_object_store(self) -> None:
+        """Views over the runs published now, when the commits changed: datasets of a new
+        generation (a cursor opened before keeps the last one too), then every answer stale."""
+        try:
+            state = lake_state(self.lake)
+            if state == self._lake_state:
+                return
+            with self._write_lock, self._cursor() as cur:
+                new = object_lake.follow(cur, self.lake, self._lake_generation + 1)
+                self._lake_generation += 1
+                last = {k: v for k, v in self._sources.items() if k.endswith(f"_{self._lake_generation - 1}")}
+                self._sources = {**last, **new}
+                self._moved_to(state)
+        except (StoreError, duckdb.Error) as e:  # the last runs stay in view; the next poll tries again
+            log.warning("cannot follow the lake %s: %s", self.lake, e)
+        finally:
+            self._following = False
 
     def close(self) -> None:
         """Interrupt the queries and writes still running, wait up to CLOSE_WAIT_S for their

@@ -14,6 +14,13 @@ published again) are invisible, and `polytrace lake vacuum` deletes them after a
 `digest` is the hash of the run's files: publishing a run again with the same content writes the
 same objects (idempotent); with new content, its commit moves to the new files at once.
 
+    <prefix>/compact/<id>/table=<name>.parquet                 every covered run's rows of a table
+    <prefix>/index.json                                        {"id", "runs": {id: {digest, listed}}, "files"}
+
+`lake compact` writes these so that a lake of thousands of runs opens with one listing, one index
+and a file per table: a commit whose listed (modified time, size) the index recorded is covered
+without being read; a run published again since is read from its own files.
+
 Endpoint, region and credentials come from the AWS SDK's own chain (AWS_ACCESS_KEY_ID /
 AWS_SECRET_ACCESS_KEY, AWS_PROFILE and ~/.aws, instance roles), AWS_ENDPOINT_URL and AWS_REGION:
 never from the URL, which may name only a bucket and a prefix.
