@@ -74,7 +74,7 @@ class RankTrace:
     rank_from: str = "default"
     world_size: int | None = None
     device: str | None = None
-    # what ts = 0 is: the Unix time (ns) of the file's origin, and where that came from (CLOCKS)
+    # what ts = 0 is: the Unix time (ns) of the file's origin, and where that came from (EPOCH_FROM_US)
     clock: str = "own"
     clock_origin_ns: int | None = None
 

@@ -15,7 +15,7 @@ published again) are invisible, and `polytrace lake vacuum` deletes them after a
 same objects (idempotent); with new content, its commit moves to the new files at once.
 
     <prefix>/compact/<id>/table=<name>.parquet                 every covered run's rows of a table
-    <prefix>/index.json                                        {"id", "runs": {id: {digest, listed}}, "files"}
+    <prefix>/index.json                                        {"id", "runs": {id: {digest, sha256, listed}}, "files"}
 
 `lake compact` writes these so that a lake of thousands of runs opens with one listing, one index
 and a file per table: a commit whose listed (modified time, size) the index recorded is covered
@@ -404,7 +404,7 @@ def compact(url: str) -> Snapshot:
                     files[table] = _compact_key(where, index_id, table)
                     _upload(fs, local, files[table])
         covered = {**{r: (seen.index or {})["runs"][r] for r in seen.covered},
-                   **{c["run_id"]: {"digest": c["digest"]} for c in seen.commits}}
+                   **{c["run_id"]: {"digest": c["digest"], "sha256": c.get("sha256")} for c in seen.commits}}
         for run_id, entry in covered.items():
             entry["listed"] = list(seen.listed[run_id])
         with fs.open_output_stream(where.key(INDEX)) as out:
@@ -479,5 +479,8 @@ def vacuum(url: str, grace_s: float) -> list[str]:
 
 
 def known_runs(url: str) -> list[tuple[str, str | None]]:
-    """(run_id, input sha256) of every published run: what an ingest into the lake dedups against."""
-    return [(c["run_id"], c.get("sha256")) for c in commits(location(url))]
+    """(run_id, input sha256) of every published run: what an ingest into the lake dedups against.
+    A compacted run's comes from the index, so only the commits published since are read."""
+    seen = snapshot(location(url))
+    indexed = (seen.index or {}).get("runs", {})
+    return [(r, indexed[r].get("sha256")) for r in seen.covered] + [(c["run_id"], c.get("sha256")) for c in seen.commits]

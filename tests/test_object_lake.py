@@ -321,3 +321,17 @@ def test_a_damaged_index_is_named(s3, capsys):
         out.write(b'{"id": "0123456789abcdef", "runs": {"0001": {"digest": "x"}}, "files": {}}')
     assert main(["query", "runs", "--lake", LAKE]) == 2
     assert "index.json is not a PolyTrace index" in capsys.readouterr().err
+
+
+def test_a_compacted_run_is_known_to_ingest_from_the_index(s3):
+    native = build_database()
+    try:
+        native.execute("UPDATE runs SET sha256 = 'sha-of-' || run_id")  # the edge runs carry none
+        service.export_runs(native, list(RUNS), LAKE)
+        before = object_lake.known_runs(LAKE)
+        assert before == [("0001", "sha-of-0001"), ("run.b", "sha-of-run.b")]
+        object_lake.compact(LAKE)
+        assert object_lake.snapshot(object_lake.location(LAKE)).commits == []
+        assert object_lake.known_runs(LAKE) == before
+    finally:
+        native.close()
