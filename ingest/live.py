@@ -34,6 +34,7 @@ from typing import Callable, Protocol
 
 from polytrace.ingest import registry
 from polytrace.ingest.contract import IngestError
+from polytrace.ingest.options import SETTLE_S
 from polytrace.ingest.sources import GZIP_MAGIC, HEAD_BYTES, MAX_LINE_BYTES
 
 LINES = ("verl-console", "verl-jsonl", "polytrace-filter")
@@ -42,9 +43,6 @@ TRACES = ("kineto",)
 FOLLOWED = LINES + STEP_FILES + TRACES
 # A log's new bytes read per append: a follower far behind catches up a chunk at a time.
 CHUNK_BYTES = 8 << 20
-# The default settle time (s): a step file or trace unchanged this long is complete.
-SETTLE_S = 10.0
-POLL_S = 0.5
 _STEP_NUMBER = re.compile(r"(\d+)(?!.*\d)")
 
 

@@ -49,11 +49,15 @@ def keepable(query: Query, bound: dict[str, Any]) -> bool:
 def read(con: duckdb.DuckDBPyConnection, query: Query, bound: dict[str, Any],
          row_cap: int | None = None) -> Answer | None:
     """The kept answer to `query` with `bound`, or None when there is none to give."""
-    if not keepable(query, bound):
-        return None
+    return read_kept(con, bound["run_id"], query.name, row_cap) if keepable(query, bound) else None
+
+
+def read_kept(con: duckdb.DuckDBPyConnection, run_id: str, name: str, row_cap: int | None = None) -> Answer | None:
+    """The answer kept for query `name` on the run at the defaults of its other parameters, or
+    None; looked up by name, without a parse of the catalog."""
     rows = con.execute("SELECT answer FROM run_answers WHERE run_id = $run_id AND query = $query "
                        "AND catalog = $catalog LIMIT 1",
-                       {"run_id": bound["run_id"], "query": query.name, "catalog": digest()}).fetchall()
+                       {"run_id": run_id, "query": name, "catalog": digest()}).fetchall()
     return decode(rows[0][0], row_cap) if rows else None
 
 

@@ -6,20 +6,22 @@ to say returns no row. The REST endpoint, the CLI, the run page and the compare 
 this one list.
 
 Each finding query is a stored query: every writer keeps its answer for a run it changed
-(queries/overview.refresh, queries/answers.py), so that a reader collects the list from those
-answers in one small lookup. A run without the answer of every finding query from the current
-catalog (a live run's latest append not summed up yet, a lake that lost a partition) has its
-list computed as it is read.
+(queries/overview.refresh, queries/answers.py), and the list collected from them as JSON in the
+run's overview line, so that a reader gets the list in one small lookup, without Arrow or a parse
+of the catalog. A run without the list from the current catalog (a live run's latest append not
+summed up yet, a lake that lost a partition) has it computed as it is read.
 """
 from __future__ import annotations
 
-from typing import Any, Iterable
+import json
+from typing import TYPE_CHECKING, Any, Iterable
 
 import duckdb
 
-from polytrace.queries import answers, render
-from polytrace.queries.catalog import Query, load_catalog
-from polytrace.queries.runner import Answer, Limits, run
+from polytrace.queries.catalog import Query, digest, load_catalog
+
+if TYPE_CHECKING:
+    from polytrace.queries.runner import Answer, Limits
 
 SECTION = "Findings"
 SEVERITIES = ("critical", "warn", "info")
@@ -31,24 +33,29 @@ def finding_queries() -> list[Query]:
 
 def collect(answers: Iterable[Answer]) -> list[dict[str, Any]]:
     """The finding queries' rows as one list, most severe first, then by kind."""
+    from polytrace.queries import render
+
     found = [f for answer in answers for f in render.records(answer)]
     return sorted(found, key=lambda f: (SEVERITIES.index(f["severity"]), f["kind"]))
 
 
-def compute(target: Any, run_id: str, limits: Limits = Limits()) -> list[dict[str, Any]]:
+def compute(target: Any, run_id: str, limits: Limits | None = None) -> list[dict[str, Any]]:
     """Every finding about `run_id`, from the catalog's queries (target: a DuckDB connection or an
     Engine)."""
-    return collect(run(target, q, {"run_id": run_id}, limits) for q in finding_queries())
+    from polytrace.queries.runner import Limits, run
+
+    return collect(run(target, q, {"run_id": run_id}, limits or Limits()) for q in finding_queries())
 
 
 def stored(con: duckdb.DuckDBPyConnection, run_id: str) -> list[dict[str, Any]] | None:
-    """The run's findings from the answers its last write kept, or None when the current catalog's
-    finding queries do not all have one."""
-    kept = answers.read_all(con, run_id, finding_queries())
-    return None if kept is None else collect(kept)
+    """The run's findings as its last write kept them, or None when the current catalog did not
+    compute them."""
+    rows = con.execute("SELECT findings FROM run_overview WHERE run_id = $run_id AND catalog = $catalog "
+                       "AND findings IS NOT NULL", {"run_id": run_id, "catalog": digest()}).fetchall()
+    return json.loads(rows[0][0]) if rows else None
 
 
-def findings(target: Any, run_id: str, limits: Limits = Limits()) -> list[dict[str, Any]]:
+def findings(target: Any, run_id: str, limits: Limits | None = None) -> list[dict[str, Any]]:
     """Every finding about `run_id`: the stored list when it is whole, else computed."""
     if isinstance(target, duckdb.DuckDBPyConnection) and (kept := stored(target, run_id)) is not None:
         return kept

@@ -9,6 +9,7 @@ overview is then one small table, on DuckDB, over a lake and on Spark alike.
 """
 from __future__ import annotations
 
+import json
 from datetime import datetime, timezone
 
 import pyarrow as pa
@@ -40,6 +41,7 @@ def line(run_id: str, summary: Answer, found: list[dict]) -> dict:
     severities = [f["severity"] for f in found]
     for severity in ("critical", "warn", "info"):
         out[f"findings_{severity}"] = severities.count(severity)
+    out["findings"] = json.dumps(found)
     return out
 
 
@@ -71,13 +73,9 @@ def refresh(con, run_ids: list[str], limits: Limits = REFRESH_LIMITS) -> None:
 
 
 def stale(con) -> list[str]:
-    """Runs without an overview line from the current catalog, or without the answer of each of
-    its finding queries (findings.stored's whole list): a run changed since its last refresh, or
-    summed up before its answers were kept."""
+    """Runs without an overview line and findings list from the current catalog: a run changed
+    since its last refresh, or summed up before its findings were kept."""
     return [r[0] for r in con.execute(
         "SELECT r.run_id FROM runs r LEFT JOIN run_overview o USING (run_id) "
-        "WHERE o.catalog IS DISTINCT FROM $digest OR (SELECT count(*) FROM run_answers a "
-        "WHERE a.run_id = r.run_id AND a.catalog = $digest AND list_contains($queries, a.query)) < $n "
-        "ORDER BY r.run_id",
-        {"digest": digest(), "queries": [q.name for q in finding_queries()],
-         "n": len(finding_queries())}).fetchall()]
+        "WHERE o.catalog IS DISTINCT FROM $digest OR o.findings IS NULL ORDER BY r.run_id",
+        {"digest": digest()}).fetchall()]

@@ -7,9 +7,10 @@ import io
 import json
 import math
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
-from polytrace.queries.runner import Answer
+if TYPE_CHECKING:
+    from polytrace.queries.runner import Answer
 
 
 def jsonable(value: Any) -> Any:

@@ -26,8 +26,6 @@ import duckdb
 
 from polytrace.ingest.contract import IngestError
 from polytrace.ingest.live import (
-    POLL_S,
-    SETTLE_S,
     Appended,
     Chunk,
     FileState,
@@ -38,7 +36,7 @@ from polytrace.ingest.live import (
     record_note,
 )
 from polytrace import service
-from polytrace.ingest.options import IngestOptions
+from polytrace.ingest.options import POLL_S, SETTLE_S, IngestOptions
 from polytrace.server.headlines import step_span
 
 Say = Callable[[str], None]

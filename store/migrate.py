@@ -17,7 +17,7 @@ import duckdb
 from polytrace.store import aggregates, vocabulary
 from polytrace.store.errors import StoreError
 
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 # version -> statements that bring a database of version - 1 to it. Version 1 is every
 # database written before the version was recorded; its tables are a subset of today's,
 # so schema.sql (all IF NOT EXISTS) brings it up to date. Version 3 adds runs.length_unit;
@@ -30,7 +30,9 @@ SCHEMA_VERSION = 9
 # Version 8 gives ingests a warnings column: a loaded file's warnings move there from error,
 # which keeps only a failed file's reason; and live_files a tail (a log's last committed bytes).
 # Version 9 gives gpu_ranks each file's clock and its origin (NULL for ranks loaded before: their
-# clocks are unknown, and the ranks of such a run are compared unshifted, as before).
+# clocks are unknown, and the ranks of such a run are compared unshifted, as before). Version 10
+# keeps each run's findings list in run_overview.findings, read without Arrow; NULL makes the
+# line stale, so the next writer fills it.
 MIGRATIONS: dict[int, tuple[str, ...]] = {
     2: (),
     3: ("ALTER TABLE runs ADD COLUMN IF NOT EXISTS length_unit VARCHAR",),
@@ -45,6 +47,7 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
         "ALTER TABLE live_files ADD COLUMN IF NOT EXISTS tail BLOB"),
     9: ("ALTER TABLE gpu_ranks ADD COLUMN IF NOT EXISTS clock VARCHAR",
         "ALTER TABLE gpu_ranks ADD COLUMN IF NOT EXISTS clock_origin_ns BIGINT"),
+    10: ("ALTER TABLE run_overview ADD COLUMN IF NOT EXISTS findings VARCHAR",),
 }
 # Derived tables an older schema had: a lake exported then still holds them, and a restore
 # leaves them out without a word.
@@ -143,6 +146,7 @@ def _recompute_all(con) -> list[str]:
         for run_id in runs:
             aggregates.materialize(con, run_id)
         con.execute("DELETE FROM run_answers")  # they were computed from the old aggregates
+        con.execute("UPDATE run_overview SET findings = NULL")
         con.execute("COMMIT")
     except BaseException:
         con.execute("ROLLBACK")

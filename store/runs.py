@@ -46,9 +46,10 @@ def exists(con: duckdb.DuckDBPyConnection, run_id: str) -> bool:
 
 
 def changed(con: duckdb.DuckDBPyConnection, run_id: str) -> None:
-    """The run's rows changed: the answers kept for it are no longer its answers. Called in the
-    changing write's transaction."""
+    """The run's rows changed: the answers and findings kept for it are no longer its own (its
+    overview line stays, stale, until the next refresh). Called in the changing write's transaction."""
     con.execute("DELETE FROM run_answers WHERE run_id = ?", [run_id])
+    con.execute("UPDATE run_overview SET findings = NULL WHERE run_id = ?", [run_id])
 
 
 def delete_run(con: duckdb.DuckDBPyConnection, run_id: str) -> bool:

@@ -377,6 +377,7 @@ CREATE TABLE IF NOT EXISTS run_overview (
     findings_critical      INTEGER, -- findings of severity critical
     findings_warn          INTEGER, -- findings of severity warn
     findings_info          INTEGER, -- findings of severity info
+    findings               VARCHAR, -- the findings list, most severe first, as JSON: what `polytrace findings` prints
     catalog                VARCHAR, -- digest of the catalog that computed the row
     refreshed_at           TIMESTAMP -- when (UTC)
 );

@@ -3,7 +3,6 @@ what the query computes (up to the last bit of a float sum, whose order DuckDB's
 and never an answer from before the run's last change."""
 from __future__ import annotations
 
-import dataclasses
 from importlib import resources
 
 import pyarrow as pa
@@ -17,16 +16,17 @@ from polytrace.queries import answers, overview
 from polytrace.queries.catalog import (
     CatalogError,
     bind,
+    catalog_texts,
     digest,
     digest_of,
     get_query,
     lint,
-    load_catalog,
     load_query,
     load_views,
     parse_query,
 )
 from polytrace.queries.findings import finding_queries
+from polytrace.store.runs import changed
 from polytrace.queries.runner import Answer, Limits, run
 from polytrace.server.db import Database
 from polytrace.store.runs import delete_run
@@ -100,11 +100,20 @@ def test_a_stored_query_takes_a_run_and_defaults_for_the_rest():
 def test_which_queries_are_stored_is_part_of_the_catalog_digest():
     """A run summed up before a query was stored lacks its answer: the new digest makes its line
     stale, so the next writer keeps the answer."""
-    catalog = load_catalog()
-    assert digest_of(catalog) == digest()
-    flipped = {**catalog, "metric_keys": dataclasses.replace(catalog["metric_keys"],
-                                                             stored=not catalog["metric_keys"].stored)}
+    texts = catalog_texts(None)
+    assert digest_of(texts) == digest()
+    flipped = [(name, text.replace("-- stored: yes\n", "") if name == "metric_keys.sql" else text)
+               for name, text in texts]
+    assert flipped != texts
     assert digest_of(flipped) != digest()
+
+
+def test_the_catalog_digest_follows_the_views_and_not_where_the_package_lies():
+    texts = catalog_texts(None)
+    assert {name for name, _ in texts} >= {"run_summary.sql", "views/rank_clocks.sql"}
+    assert not any("/" in name.removeprefix("views/") for name, _ in texts)
+    changed = [(name, text + "\n" if name == "views/rank_clocks.sql" else text) for name, text in texts]
+    assert digest_of(changed) != digest()
 
 
 def test_a_findings_query_is_stored():
@@ -174,8 +183,8 @@ def test_a_run_without_answers_is_stale_and_the_next_writer_stores_them(tmp_path
     con = load_case("findings", str(db))
     overview.refresh(con, list(RUNS))
     assert overview.stale(con) == []
-    con.execute("DELETE FROM run_answers WHERE run_id = 'r3'")
-    assert overview.stale(con) == ["r3"]
+    changed(con, "r3")  # what a write that changes the run does in its transaction
+    assert kept_count(con, "r3") == 0 and overview.stale(con) == ["r3"]
     con.close()
     assert main(["migrate", "--db", str(db)]) == 0
     con = store.open(db, "r")

@@ -4,16 +4,14 @@ from __future__ import annotations
 import json
 import shutil
 
-import pyarrow as pa
 import pytest
 from fastapi.testclient import TestClient
 
 from polytrace import store
 from polytrace.cli import main
 from polytrace.ingest.load import ingest_paths
-from polytrace.queries import answers, overview
-from polytrace.queries.findings import finding_queries, findings
-from polytrace.queries.runner import Answer
+from polytrace.queries import overview
+from polytrace.queries.findings import findings
 from polytrace.server.app import create_app
 from polytrace.server.watch import BUSY_SHARE, OVERVIEW_EVERY_S, OverviewLines
 from polytrace.settings import Settings
@@ -82,20 +80,15 @@ def test_an_unknown_run_is_404(client):
 
 
 def kept_text(con, run_id: str, text: str) -> None:
-    """Rewrite the sentence of every finding the run's kept finding answers hold."""
-    rows = con.execute("SELECT query, answer FROM run_answers WHERE run_id = ? AND list_contains(?, query)",
-                       [run_id, [q.name for q in finding_queries()]]).fetchall()
-    for query, blob in rows:
-        table = answers.decode(blob, None).table
-        table = table.set_column(table.schema.get_field_index("text"), "text",
-                                 pa.array([text] * table.num_rows, pa.string()))
-        con.execute("UPDATE run_answers SET answer = ? WHERE run_id = ? AND query = ?",
-                    [answers.encode(Answer(table, False)), run_id, query])
+    """Rewrite the sentence of every finding in the list the run's overview line keeps."""
+    (kept,), = con.execute("SELECT findings FROM run_overview WHERE run_id = ?", [run_id]).fetchall()
+    con.execute("UPDATE run_overview SET findings = ? WHERE run_id = ?",
+                [json.dumps([{**f, "text": text} for f in json.loads(kept)]), run_id])
 
 
 def test_the_server_reads_the_kept_list_unless_an_append_changed_the_run(case_db, tmp_path):
-    """The server collects each run's list from the finding answers its last write kept; an append
-    deletes them in its own transaction, and until the run is summed up again (a moment later)
+    """The server reads each run's list as its last write kept it; an append drops it in its own
+    transaction, and until the run is summed up again (a moment later)
     its list is computed as it is read."""
     db = tmp_path / "own.duckdb"
     shutil.copy(case_db / "cli.duckdb", db)

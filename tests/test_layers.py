@@ -33,6 +33,7 @@ ALLOWED = {
     # that refreshed them; each answer itself came from the runner
     "queries/overview.py": "the refresh's writes and its stale-run lookup",
     "queries/answers.py": "kept answers: written by the refresh, read by key",
+    "queries/findings.py": "the kept findings list, read by key",
     # a Perfetto export reads one window of events with an explicit row limit
     "queries/perfetto.py": "an event window with its own LIMIT",
     # simulations read a run's inputs and write their results (workload/whatif.store)

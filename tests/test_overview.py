@@ -13,7 +13,7 @@ from polytrace.queries import answers, overview
 from polytrace.queries.catalog import bind, get_query
 from polytrace.queries.findings import compute, findings, stored
 from polytrace.queries.runner import run
-from polytrace.store.runs import delete_run, row_counts
+from polytrace.store.runs import changed, delete_run, row_counts
 from tests.goldens import load_case
 from tests.test_findings import REAL
 from tests.test_live import same
@@ -81,15 +81,14 @@ def test_the_findings_are_stored_as_computed_and_a_partial_list_is_not_read():
     assert [f["kind"] for f in stored(con, "r4")] == ["cap_hits", "dp_imbalance", "rollout_tail",
                                                       "filter_waste", "reward_imbalance", "whatif"]
     assert stored(con, "r2") == []  # silent, and known to be: a whole empty list
-    # a list that lost a finding query's answer is not whole: computed as read, and the next
-    # writer keeps it again
-    con.execute("DELETE FROM run_answers WHERE run_id = 'r4' AND query = 'finding_whatif'")
+    # a list that a write made stale is not read: computed as read, and the next writer keeps it again
+    changed(con, "r4")
     assert stored(con, "r4") is None and overview.stale(con) == ["r4"]
     assert [f["kind"] for f in findings(con, "r4")][-1] == "whatif"
     overview.refresh(con, overview.stale(con))
     assert stored(con, "r4") == compute(con, "r4")
-    # answers an older catalog kept are not read
-    con.execute("UPDATE run_answers SET catalog = 'older' WHERE run_id = 'r3'")
+    # a list an older catalog kept is not read
+    con.execute("UPDATE run_overview SET catalog = 'older' WHERE run_id = 'r3'")
     assert stored(con, "r3") is None and findings(con, "r3") == compute(con, "r3")
     assert "run_answers" not in row_counts(con, "r4")
     assert delete_run(con, "r4")
@@ -104,6 +103,8 @@ def _as_version(db, version: int, *statements: str) -> list[dict]:
     want = stored(con, "r4")
     for statement in statements:
         con.execute(statement)
+    if version < 10:  # run_overview.findings came with schema 10
+        con.execute("ALTER TABLE run_overview DROP COLUMN findings")
     con.execute("UPDATE store_meta SET value = ? WHERE key = 'schema_version'", [str(version)])
     con.close()
     return want
@@ -128,6 +129,17 @@ def test_a_version_3_database_drops_run_findings_and_sums_its_runs_up_again(tmp_
         assert len(want) == 6 and stored(con, "r4") == want and overview.stale(con) == []
     finally:
         con.close()
+
+
+def test_a_version_9_database_gains_the_findings_column_and_its_runs_are_summed_up_again(tmp_path, capsys):
+    """Schema 10 keeps each run's findings list in its overview line: a line without one is stale."""
+    db = tmp_path / "v9.duckdb"
+    want = _as_version(db, 9)
+    assert main(["migrate", "--db", str(db)]) == 0
+    assert "8 of 8 runs summed up again" in capsys.readouterr().err
+    with store.open(db, "r") as con:
+        assert stored(con, "r4") == want and len(want) == 6
+        assert con.execute("SELECT count(*) FROM run_overview WHERE findings IS NULL").fetchall() == [(0,)]
 
 
 def test_a_version_4_database_keeps_its_answers_uncompressed_once_summed_up_again(tmp_path, capsys):

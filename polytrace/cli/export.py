@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import sys
-from polytrace import service, store
 
 
 def register(sub, db_option) -> None:
@@ -16,6 +15,8 @@ def register(sub, db_option) -> None:
 
 
 def run(args) -> int:
+    from polytrace import service, store
+
     con = store.open(args.db, "r")
     try:
         rows = service.export_runs(con, args.run_ids, args.out)

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import sys
 
-from polytrace import store
 from polytrace.cli.errors import CliError
 from polytrace.cli.output import CLI_FORMATS, limits, print_answer
 
@@ -20,6 +19,7 @@ def register(sub, db_option) -> None:
 
 
 def run(args) -> int:
+    from polytrace import store
     from polytrace.queries.catalog import get_query
     from polytrace.queries.runner import run
     from polytrace.store.runs import exists

@@ -4,7 +4,6 @@ from __future__ import annotations
 import json
 import sys
 
-from polytrace import store
 from polytrace.cli.errors import CliError
 from polytrace.cli.output import limits
 
@@ -18,14 +17,17 @@ def register(sub, db_option) -> None:
 
 
 def run(args) -> int:
-    from polytrace.queries.findings import findings
+    from polytrace import store
+    from polytrace.queries.findings import compute, stored
     from polytrace.store.runs import exists
 
     con = store.open(args.db, "r")
     try:
         if not exists(con, args.run_id):
             raise CliError(f"no run {args.run_id!r} in {args.db}")
-        found = findings(con, args.run_id, limits())
+        found = stored(con, args.run_id)  # the list the run's last write kept: no query runs
+        if found is None:
+            found = compute(con, args.run_id, limits())
     finally:
         con.close()
     if args.output == "json":

@@ -7,7 +7,7 @@ from polytrace.cli.errors import CliError
 
 
 def follow_options(p, watch_flag: str | None = None) -> None:
-    from polytrace.ingest.live import POLL_S, SETTLE_S
+    from polytrace.ingest.options import POLL_S, SETTLE_S
 
     if watch_flag:
         p.add_argument(watch_flag, action="append", metavar="DIR",

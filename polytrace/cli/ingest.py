@@ -3,11 +3,9 @@ from __future__ import annotations
 
 import sys
 
-from polytrace import service, store
 from polytrace.cli.errors import CliError, shown
 from polytrace.cli.output import ingest_options
 from polytrace.ingest.run_facts import GIVEN_FRAMEWORK, GIVEN_RUN_FACTS
-from polytrace.store import vocabulary
 
 # The command-line flag of each given run fact (its argparse dest is the fact).
 _FACT_FLAGS = {"max_response_len": "--max-response-len", "n_gpus": "--gpus", "trainer_gpus": "--trainer-gpus",
@@ -26,7 +24,7 @@ def register(sub, db_option) -> None:
     p.add_argument("--force", action="store_true", help="ingest again even if the same content exists")
     for fact, flag in _FACT_FLAGS.items():
         p.add_argument(flag, dest=fact, type=int, metavar="N", help=GIVEN_RUN_FACTS[fact])
-    p.add_argument("--framework", type=str.lower, choices=sorted(vocabulary.frameworks()), help=GIVEN_FRAMEWORK)
+    p.add_argument("--framework", type=str.lower, metavar="NAME", help=f"{GIVEN_FRAMEWORK} (an unknown name lists them)")
     p.add_argument("--lake", metavar="DIR", help="write the run into this Parquet lake (a folder or "
                    "s3://bucket/prefix) instead of --db, parsing the input files in parallel processes")
     p.add_argument("--jobs", type=int, metavar="N",
@@ -38,9 +36,12 @@ def register(sub, db_option) -> None:
 
 
 def run(args) -> int:
+    from polytrace import service, store
+
+    overrides = _run_overrides(args)  # a bad flag is said before any file is opened
     options = ingest_options(args.tokenizer)
     if args.lake:
-        return _ingest_to_lake(args, options)
+        return _ingest_to_lake(args, options, overrides)
     con = store.open(args.db)
     bar, update = _progress_bar()
     try:
@@ -48,7 +49,7 @@ def run(args) -> int:
             bar.start()
         with service.fetched(args.paths, options) as (paths, names):
             result = service.ingest_run(con, paths, options=options, name=args.name, format=args.format,
-                                        force=args.force, progress=update, run_overrides=_run_overrides(args),
+                                        force=args.force, progress=update, run_overrides=overrides,
                                         names=names)
     finally:
         if bar:
@@ -89,16 +90,23 @@ def _run_overrides(args) -> dict:
     for flag, value in given.values():
         if value is not None and not 1 <= value <= top:
             raise CliError(f"{flag} must be an integer from 1 to {top}, got {value}")
+    if args.framework is not None:
+        from polytrace.store import vocabulary
+
+        if args.framework not in vocabulary.frameworks():
+            raise CliError(f"--framework: unknown {args.framework!r}; known: {', '.join(sorted(vocabulary.frameworks()))}")
     return {k: v for k, (_, v) in {**given, "framework": ("--framework", args.framework)}.items() if v is not None}
 
 
 
-def _ingest_to_lake(args, options) -> int:
+def _ingest_to_lake(args, options, overrides: dict) -> int:
+    from polytrace import service
+
     if args.jobs is not None and args.jobs < 1:
         raise CliError(f"--jobs must be at least 1, got {args.jobs}")
     with service.fetched(args.paths, options) as (paths, names):
         result = service.ingest_into_lake(paths, args.lake, options=options, name=args.name, format=args.format,
-                                          force=args.force, jobs=args.jobs, run_overrides=_run_overrides(args),
+                                          force=args.force, jobs=args.jobs, run_overrides=overrides,
                                           names=names)
     _report(result, "already in the lake" if result.existing else f"ingested into {args.lake}")
     print(result.run_id)

@@ -4,9 +4,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from polytrace import service, store
 from polytrace.cli.errors import CliError
-from polytrace.store import runs as store_runs
 
 
 def register(sub, db_option) -> None:
@@ -17,6 +15,8 @@ def register(sub, db_option) -> None:
 
 
 def run(args) -> int:
+    from polytrace import service, store
+    from polytrace.store import runs as store_runs
     from polytrace.store.migrate import SCHEMA_VERSION
 
     if not Path(args.db).is_file():  # the writer would create an empty database there

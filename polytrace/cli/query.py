@@ -1,7 +1,6 @@
 """`polytrace query`: a catalog query on a database, a lake, or Spark over a lake."""
 from __future__ import annotations
 
-from polytrace import store
 from polytrace.cli.errors import CliError
 from polytrace.cli.output import CLI_FORMATS, limits, print_answer
 
@@ -22,30 +21,61 @@ def register(sub, db_option) -> None:
 
 
 def run(args) -> int:
+    from polytrace import store
+
+    params = parse_params(args.param)
+    # A query that asks for nothing but a run of the database may have its answer kept by the
+    # run's last write: found by name, it serves without a parse of the catalog.
+    con = store.open(args.db, "r") if not args.lake and args.engine == "duckdb" and set(params) == {"run_id"} \
+        else None
+    try:
+        answer = con and _kept(con, args.name, params["run_id"])
+        if answer is None:
+            query = _query(args.name, params)
+            con = con or _target(args)
+            answer = _run(con, query, params)
+    finally:
+        if hasattr(con, "close"):  # a DuckDB connection; Spark's session outlives the command
+            con.close()
+    print_answer(answer, args.output)
+    return 0
+
+
+def _kept(con, name: str, run_id: str):
+    from polytrace.queries.answers import read_kept
+
+    return read_kept(con, run_id, name, limits().row_cap)
+
+
+def _query(name: str, params: dict[str, str]):
+    """The catalog query `name`, its parameters checked."""
     from polytrace.queries.catalog import ParamError, bind, get_query, load_catalog
-    from polytrace.queries.runner import run
 
     try:
-        query = get_query(args.name)
+        query = get_query(name)
     except KeyError:
-        raise CliError(f"unknown query {args.name!r}; known: {', '.join(load_catalog())}") from None
-    params = parse_params(args.param)
+        raise CliError(f"unknown query {name!r}; known: {', '.join(load_catalog())}") from None
     try:
         bind(query, params)
     except ParamError as e:
         raise CliError(f"{e}; {query.name} takes {_signature(query)}") from None
+    return query
+
+
+def _run(target, query, params: dict[str, str]):
+    from polytrace.queries.runner import run
+
+    return run(target, query, params, limits())
+
+
+def _target(args):
+    """What --lake and --engine name: Spark over a lake, DuckDB over a lake, or the database."""
     if args.engine == "spark":
-        print_answer(run(_spark_engine(args), query, params, limits()), args.output)
-        return 0
+        return _spark_engine(args)
+    from polytrace import store
     from polytrace.store.lake import open_lake
 
-    con = open_lake(args.lake) if args.lake else store.open(args.db, "r")
-    try:
-        answer = run(con, query, params, limits())
-    finally:
-        con.close()
-    print_answer(answer, args.output)
-    return 0
+    return open_lake(args.lake) if args.lake else store.open(args.db, "r")
 
 
 def parse_params(pairs: list[str]) -> dict[str, str]:

@@ -6,7 +6,6 @@ import argparse
 import sys
 from pathlib import Path
 
-from polytrace import service, store
 from polytrace.cli.errors import CliError
 from polytrace.cli.output import CLI_FORMATS, print_result
 
@@ -54,6 +53,7 @@ def register(sub, db_option) -> None:
 
 
 def run(args) -> int:
+    from polytrace import service, store
     from polytrace.workload import whatif
 
     if (args.iterations or args.requests) and not args.compare:

@@ -4,7 +4,6 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from polytrace import store
 from polytrace.cli.errors import CliError
 from polytrace.cli.output import CLI_FORMATS, print_result
 
@@ -27,6 +26,7 @@ def register(sub, db_option) -> None:
 
 
 def run(args) -> int:
+    from polytrace import store
     from polytrace.workload import published, synth
 
     out = Path(args.out)

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import sys
 
-from polytrace import store
 from polytrace.cli.errors import CliError, shown
 from polytrace.cli.following import follow_options, watched
 from polytrace.cli.output import ingest_options
@@ -28,6 +27,7 @@ def run(args) -> int:
     import threading
 
     from polytrace import settings as polytrace_settings
+    from polytrace import store
     from polytrace.server import watch
 
     directories = watched(args.directories)

@@ -10,7 +10,7 @@ is reached by its full path (`from polytrace.queries.catalog.lint import ...`).
 from polytrace.queries.catalog.bind import bind
 from polytrace.queries.catalog.compose import compose, composed, cte_names, table_references, views_needed
 from polytrace.queries.catalog.lint import lint, lint_view, statement_problem, uncast_sums, unguarded_divisions
-from polytrace.queries.catalog.load import digest, digest_of, get_query, load_catalog, load_query, load_views
+from polytrace.queries.catalog.load import catalog_texts, digest, digest_of, get_query, load_catalog, load_query, load_views
 from polytrace.queries.catalog.model import (
     CHART_KEYS,
     CHART_KINDS,
@@ -32,7 +32,7 @@ from polytrace.queries.catalog.parse import LIST_KEYS, PARAM_USE, code_only, par
 __all__ = [
     "CHART_KEYS", "CHART_KINDS", "FINDING_COLUMNS", "FMT_KINDS", "INT_RANGE", "LIST_KEYS", "NUMERIC_TYPES",
     "PARAM_TYPES", "PARAM_USE", "SECTIONS", "CatalogError", "Column", "Param", "ParamError", "Query", "View",
-    "bind", "code_only", "compose", "composed", "cte_names", "digest", "digest_of", "get_query", "lint",
+    "bind", "catalog_texts", "code_only", "compose", "composed", "cte_names", "digest", "digest_of", "get_query", "lint",
     "lint_view", "load_catalog", "load_query", "load_views", "parse_chart", "parse_query", "parse_view",
     "statement_problem", "table_references", "uncast_sums", "unguarded_divisions", "views_needed",
 ]

@@ -77,19 +77,28 @@ def _load_catalog(extra: str | None) -> dict[str, Query]:
 
 
 def digest() -> str:
-    """Changes whenever any query of the catalog does, or which are stored: what a stored result
-    was computed by, and which answers a run's last refresh kept."""
+    """Changes whenever any query or view of the catalog does, or which are stored: what a stored
+    result was computed by, and which answers a run's last refresh kept."""
     return _digest(_extra())
 
 
 @lru_cache(maxsize=4)
 def _digest(extra: str | None) -> str:
-    return digest_of(_load_catalog(extra))
+    return digest_of(catalog_texts(extra))
 
 
-def digest_of(catalog: Mapping[str, Query]) -> str:
-    queries = sorted((q.name, q.sql, q.stored) for q in catalog.values())
-    return hashlib.sha256(repr(queries).encode()).hexdigest()[:16]
+def catalog_texts(extra: str | None) -> list[tuple[str, str]]:
+    """Each catalog file's name and text, views and a site's own queries included. The digest is
+    taken from the text, unparsed, so that a command served by a kept answer parses nothing."""
+    bundled = resources.files("polytrace.queries")
+    folders = {"": bundled, "views/": bundled.joinpath("views")}
+    if extra and Path(extra).is_dir():
+        folders["extra/"] = Path(extra)
+    return [(prefix + e.name, e.read_text()) for prefix, folder in folders.items() for e in _sql_files(folder)]
+
+
+def digest_of(texts: list[tuple[str, str]]) -> str:
+    return hashlib.sha256(repr(sorted(texts)).encode()).hexdigest()[:16]
 
 
 def get_query(name: str) -> Query:
