@@ -78,6 +78,7 @@ def keep(con: duckdb.DuckDBPyConnection, run_ids: list[str], answers: list[tuple
     transaction."""
     catalog = digest()
     con.execute("DELETE FROM run_answers WHERE list_contains($ids, run_id)", {"ids": run_ids})
-    kept = [[run_id, name, catalog, encode(a)] for run_id, name, a in answers if a.table.num_rows <= MAX_ROWS]
-    if kept:
-        con.executemany("INSERT INTO run_answers VALUES (?, ?, ?, ?)", kept)
+    kept = [{"run_id": run_id, "query": name, "catalog": catalog, "answer": encode(a)}
+            for run_id, name, a in answers if not a.truncated and a.table.num_rows <= MAX_ROWS]
+    if kept:  # one statement: executemany runs one INSERT per answer
+        con.execute("INSERT INTO run_answers BY NAME SELECT unnest($kept, recursive := true)", {"kept": kept})

@@ -21,8 +21,10 @@ from polytrace.queries.findings import collect, finding_queries
 from polytrace.queries.runner import Answer, Limits, run
 
 # Each query of a refresh runs within this: a refresh holds the writer (the server's write lock), so
-# no query of it may hold it unbounded. Generous: the refresh is off the request path.
-REFRESH_LIMITS = Limits(timeout_ms=120_000)
+# no query of it may hold it unbounded. Generous: the refresh is off the request path. The row cap
+# is the longest answer kept: a longer one is not kept, so it need not be read whole (and a capped
+# query is planned once, where an uncapped one streams through a relation planned twice).
+REFRESH_LIMITS = Limits(timeout_ms=120_000, row_cap=answers.MAX_ROWS)
 
 # run_overview column <- run_summary column
 FROM_SUMMARY = {

@@ -2,9 +2,13 @@
 readers, no external access, transactions, registered Arrow data and time limits."""
 from __future__ import annotations
 
+import atexit
 import heapq
 import itertools
+import os
 import re
+import shutil
+import tempfile
 import threading
 import time
 from contextlib import contextmanager
@@ -32,6 +36,8 @@ def open(path: str | Path, mode: str = "w") -> duckdb.DuckDBPyConnection:  # noq
     where = str(path)
     if mode == "r" and where != ":memory:" and not Path(where).is_file():
         raise StoreError(f"no database at {where} (ingest a run first: polytrace ingest PATH --db {where})")
+    if mode == "w":
+        _copy_of_empty(where)
     try:
         con = duckdb.connect(where, read_only=mode == "r", config=POLICY)
     except duckdb.Error as e:
@@ -47,6 +53,44 @@ def open(path: str | Path, mode: str = "w") -> duckdb.DuckDBPyConnection:  # noq
         con.close()
         raise
     return con
+
+
+def _copy_of_empty(where: str) -> None:
+    """A database file not there yet is made a copy of an empty current one, made once per process:
+    the schema's statements (tables, aggregates, views and the vocabulary) cost a tenth of a second,
+    a copy a millisecond; ensure() then finds it current. Linked into place only if still absent,
+    so a file another process creates meanwhile is left alone. Where that fails (no hard links on
+    this filesystem, no such folder), duckdb.connect creates the file, or says why it cannot."""
+    if where == ":memory:" or os.path.lexists(where) or not Path(where).parent.is_dir():
+        return
+    try:
+        staged = Path(f"{where}.{os.getpid()}-{threading.get_ident()}.new")
+        shutil.copyfile(_empty_database(), staged)
+        try:
+            os.link(staged, where)
+        finally:
+            staged.unlink()
+    except OSError:
+        pass
+
+
+_empty: Path | None = None
+_empty_lock = threading.Lock()
+
+
+def _empty_database() -> Path:
+    global _empty
+    with _empty_lock:
+        if _empty is None or not _empty.is_file():
+            folder = Path(tempfile.mkdtemp(prefix="polytrace-empty-"))
+            atexit.register(shutil.rmtree, folder, True)
+            con = duckdb.connect(str(folder / "empty.duckdb"), config=POLICY)
+            try:
+                migrate.ensure(con)
+            finally:
+                con.close()
+            _empty = folder / "empty.duckdb"
+        return _empty
 
 
 # DuckDB's words when another process holds the file's lock (a writer, or a reader while we write).

@@ -137,8 +137,11 @@ def _metric(name: str, spec: dict, known: dict[str, Name], where: str) -> Metric
                   spec.get("aggregation", ""), spec.get("source", ""))
 
 
+COLUMNS = ("framework", "kind", "key", "name", "scale", "combine", "position")
+
+
 def rows() -> list[tuple]:
-    """The metric_vocabulary table's rows: (framework, kind, key, name, scale, combine, position)."""
+    """The metric_vocabulary table's rows, in COLUMNS."""
     out = []
     for fw in frameworks().values():
         for m in fw.metrics.values():
@@ -157,7 +160,10 @@ def digest() -> str:
 def fill(con: duckdb.DuckDBPyConnection) -> None:
     """Put the files' mappings in the metric_vocabulary table, inside the caller's transaction."""
     con.execute("DELETE FROM metric_vocabulary")
-    con.executemany("INSERT INTO metric_vocabulary VALUES (?, ?, ?, ?, ?, ?, ?)", rows())
+    # one statement over a list of structs: executemany runs one INSERT per row, and this runs
+    # whenever a database is created
+    con.execute("INSERT INTO metric_vocabulary BY NAME SELECT unnest($rows, recursive := true)",
+                {"rows": [dict(zip(COLUMNS, r)) for r in rows()]})
 
 
 def detected(con: duckdb.DuckDBPyConnection, run_id: str) -> str | None:
