@@ -67,7 +67,7 @@ def test_a_kept_answer_prints_as_the_computed_one(kept_db, tmp_path, capsys, out
     unkept = tmp_path / "unkept.duckdb"
     load_case("findings", str(unkept)).close()
     for query in answers.stored_queries():
-        for run_id in RUNS:
+        for run_id in RUNS if output == "json" else ("r4",):  # the other outputs render the same rows
             argv = ["query", query.name, "-p", f"run_id={run_id}", "--output", output]
             assert main([*argv, "--db", str(kept_db)]) == 0
             kept = capsys.readouterr().out

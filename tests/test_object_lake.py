@@ -154,7 +154,8 @@ def test_concurrent_publishers_lose_nothing_and_readers_see_only_whole_runs(s3, 
             seen.append(len(overview))
             if set(counts) != overview or any(n != expected_samples for n in counts.values()):
                 problems.append((len(overview), sorted(set(overview) ^ set(counts))[:5]))
-            time.sleep(0.2)  # a poll, as a dashboard's; the publishers share the one moto process
+            time.sleep(1.0)  # a poll, as a dashboard's (a server follows at most every 2 s); the
+            # publishers share the one moto process, which each reader's open reads every commit from
 
     threads = [threading.Thread(target=read) for _ in range(readers)]
     for t in threads:

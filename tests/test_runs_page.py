@@ -49,8 +49,8 @@ def filler(i: int) -> tuple[dict, dict]:
 
 
 def build_db(path: Path) -> None:
-    """The golden findings runs with their computed lines, and the fillers' lines and the answers a
-    current catalog keeps, so that nothing is stale. A filler has no sample or step rows: but for
+    """The golden findings runs with their computed lines, and the fillers' lines (their findings
+    list the empty one) and the answers a current catalog keeps, so that nothing is stale. A filler has no sample or step rows: but for
     its run_summary, its answers are those of any run without them (its line's counts are made
     up: the page shows the line)."""
     con = load_case("findings", str(path))
@@ -59,7 +59,7 @@ def build_db(path: Path) -> None:
         empty = [(q.name, run_query(con, q, {"run_id": "no such run"}))
                  for q in answers.stored_queries() if q.name != "run_summary"]
         for run, line in map(filler, range(FILLERS)):
-            line = {**line, "catalog": digest(), "refreshed_at": datetime(2026, 1, 2)}
+            line = {**line, "findings": "[]", "catalog": digest(), "refreshed_at": datetime(2026, 1, 2)}
             for table, values in (("runs", run), ("run_overview", line)):
                 names, marks = ", ".join(values), ", ".join("?" * len(values))
                 con.execute(f"INSERT INTO {table} ({names}) VALUES ({marks})", list(values.values()))
