@@ -109,13 +109,15 @@ def export_runs(con, run_ids: list[str], out: Path | str) -> dict[str, int]:
 def fetched(paths: list[str], options: IngestOptions | None = None) -> Iterator[tuple[list[Path], dict[Path, str]]]:
     """The inputs as local paths, and the names to know them by (ingest's `names`): an s3://
     URL's objects are streamed into a temporary folder first, at most the ingest's inflate
-    limit in all, and are named after the URL (the run's default name: its last segment)."""
+    limit in all, and are named after the URL (the run's default name: its last segment). A
+    PolyTrace lake there is copied as the runs its readers see, each whole, for ingest to restore."""
     limit = (options or IngestOptions()).max_inflate_bytes
     local, names = [], {}
     with tempfile.TemporaryDirectory(prefix="polytrace-s3-") as tmp:
         for i, p in enumerate(paths):
             if is_object_store(p):
-                local.append(object_lake.download(p, Path(tmp) / str(i), limit))
+                fetch = object_lake.copied_to_folder if object_lake.is_published_lake(p) else object_lake.download
+                local.append(fetch(p, Path(tmp) / str(i), limit))
                 names[local[-1]] = p.rstrip("/")
             else:
                 local.append(Path(p))

@@ -80,15 +80,17 @@ def table_glob(root: Path, table: str) -> str:
 
 # ---- writing: export ------------------------------------------------------------------------
 
-def export_runs(con: duckdb.DuckDBPyConnection, run_ids: list[str], out: Path) -> dict[str, int]:
-    """Write every table's rows of these runs under `out`, replacing only their partitions.
+def export_runs(con: duckdb.DuckDBPyConnection, run_ids: list[str], out: Path,
+                tables: list[str] | None = None) -> dict[str, int]:
+    """Write every table's rows of these runs under `out`, replacing only their partitions
+    (`tables`: these, for a connection whose tables are views, as over a lake).
 
     All runs are read in one snapshot and staged in a hidden directory inside `out`;
     each partition then replaces the old one by a rename, so readers never see a
     half-written file. Returns rows written per table.
     """
     _check_runs(con, run_ids)
-    tables = ["runs", "ingests", *data_tables(con)]
+    tables = tables or ["runs", "ingests", *data_tables(con)]
     staging = staging_dir(out, ".export-")
     try:
         rows = _stage(con, run_ids, tables, staging)

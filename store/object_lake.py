@@ -453,6 +453,47 @@ def download(url: str, into: Path, max_bytes: int) -> Path:
     return root
 
 
+def is_published_lake(url: str) -> bool:
+    """Whether s3://bucket/prefix holds a PolyTrace lake (an index, or a commit) rather than input
+    files."""
+    from pyarrow.fs import FileType
+
+    where = location(url)
+    fs = filesystem()
+    try:
+        return fs.get_file_info(where.key(INDEX)).type == FileType.File or \
+            bool(fs.get_file_info(_commit_selector(where)))
+    except OSError as e:
+        raise failure(where, e) from None
+
+
+def copied_to_folder(url: str, into: Path, max_bytes: int) -> Path:
+    """The runs a reader of the lake sees, each whole, written as a local lake (store/lake.py's
+    layout) under `into`, for ingest to restore; refused past max_bytes of data objects (every
+    one under data/ and compact/, so at most what the copy reads)."""
+    from pyarrow.fs import FileSelector, FileType
+
+    where = location(url)
+    fs = filesystem()
+    try:
+        total = sum(i.size or 0 for folder in ("data", "compact")
+                    for i in fs.get_file_info(FileSelector(where.key(folder), recursive=True, allow_not_found=True))
+                    if i.type == FileType.File)
+    except OSError as e:
+        raise failure(where, e) from None
+    if total > max_bytes:
+        raise StoreError(f"{where}: {total:,} bytes of data objects, over the {max_bytes:,}-byte limit")
+    root = into / (where.prefix.rsplit("/", 1)[-1] or where.bucket)
+    con = open_lake(url)
+    try:
+        run_ids = [r[0] for r in con.execute("SELECT run_id FROM runs ORDER BY run_id").fetchall()]
+        per_run = [t for t, columns in canonical_schema()[0].items() if any(c == "run_id" for c, _ in columns)]
+        export_runs(con, run_ids, root, tables=per_run)
+    finally:
+        con.close()
+    return root
+
+
 # ---- vacuum ------------------------------------------------------------------------------------
 
 def vacuum(url: str, grace_s: float) -> list[str]:

@@ -24,6 +24,7 @@ from polytrace.queries.runner import run_bound
 from polytrace.store import object_lake
 from polytrace.store.errors import StoreError
 from polytrace.store.lake import export_runs, open_lake
+from polytrace.store.runs import row_counts
 from tests.conftest import S3_BUCKET, S3_SECRET
 from tests.edge_lake import RUNS, build_database, params_for
 
@@ -130,6 +131,31 @@ def template(tmp_path) -> Path:
     finally:
         native.close()
     return tmp_path / "template"
+
+
+def test_ingest_of_a_lake_in_the_store_restores_its_runs(s3, tmp_path, capsys, monkeypatch):
+    """`polytrace ingest s3://…/lake` restores each published run whole, with its id and rows, as
+    `ingest lake/` does for a folder; past the inflate limit it is refused before anything is read."""
+    native = build_database()
+    try:
+        service.export_runs(native, list(RUNS), LAKE)
+        want = {run_id: row_counts(native, run_id) for run_id in RUNS}
+    finally:
+        native.close()
+    db = tmp_path / "restored.duckdb"
+    assert main(["ingest", LAKE, "--db", str(db)]) == 0
+    assert sorted(capsys.readouterr().out.split()) == sorted(RUNS)
+    with store.open(db, "r") as con:
+        assert {run_id: row_counts(con, run_id) for run_id in RUNS} == want
+        assert all(want.values())
+    assert main(["lake", "compact", LAKE]) == 0  # and from the compacted files
+    assert main(["ingest", LAKE, "--db", str(tmp_path / "compacted.duckdb")]) == 0
+    with store.open(tmp_path / "compacted.duckdb", "r") as con:
+        assert {run_id: row_counts(con, run_id) for run_id in RUNS} == want
+    capsys.readouterr()
+    monkeypatch.setenv("POLYTRACE_MAX_INFLATE_BYTES", "1000")
+    assert main(["ingest", LAKE, "--db", str(tmp_path / "small.duckdb")]) == 2
+    assert "bytes of data objects, over the 1,000-byte limit" in capsys.readouterr().err
 
 
 def test_concurrent_publishers_lose_nothing_and_readers_see_only_whole_runs(s3, template):

@@ -29,7 +29,7 @@ def run(args) -> int:
     con = store.open(args.db, "r") if not args.lake and args.engine == "duckdb" and set(params) == {"run_id"} \
         else None
     try:
-        answer = con and _kept(con, args.name, params["run_id"])
+        answer = _kept(con, args.name, params["run_id"]) if con is not None else None
         if answer is None:
             query = _query(args.name, params)
             con = con or _target(args)
