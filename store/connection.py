@@ -60,18 +60,17 @@ def _copy_of_empty(where: str) -> None:
     the schema's statements (tables, aggregates, views and the vocabulary) cost a tenth of a second,
     a copy a millisecond; ensure() then finds it current. Linked into place only if still absent,
     so a file another process creates meanwhile is left alone. Where that fails (no hard links on
-    this filesystem, no such folder), duckdb.connect creates the file, or says why it cannot."""
+    this filesystem, a full disk), duckdb.connect creates the file, or says why it cannot."""
     if where == ":memory:" or os.path.lexists(where) or not Path(where).parent.is_dir():
         return
+    staged = Path(f"{where}.{os.getpid()}-{threading.get_ident()}.new")
     try:
-        staged = Path(f"{where}.{os.getpid()}-{threading.get_ident()}.new")
         shutil.copyfile(_empty_database(), staged)
-        try:
-            os.link(staged, where)
-        finally:
-            staged.unlink()
-    except OSError:
-        pass
+        os.link(staged, where)
+    except (OSError, duckdb.Error):
+        pass  # the file is there now, or cannot be made so here: connect below says which
+    finally:
+        staged.unlink(missing_ok=True)
 
 
 _empty: Path | None = None
