@@ -20,8 +20,10 @@ import duckdb
 
 from polytrace.queries.catalog import Query, digest, load_catalog
 
+from polytrace.queries.limits import Limits
+
 if TYPE_CHECKING:
-    from polytrace.queries.runner import Answer, Limits
+    from polytrace.queries.runner import Answer
 
 SECTION = "Findings"
 SEVERITIES = ("critical", "warn", "info")
@@ -42,7 +44,7 @@ def collect(answers: Iterable[Answer]) -> list[dict[str, Any]]:
 def compute(target: Any, run_id: str, limits: Limits | None = None) -> list[dict[str, Any]]:
     """Every finding about `run_id`, from the catalog's queries (target: a DuckDB connection or an
     Engine)."""
-    from polytrace.queries.runner import Limits, run
+    from polytrace.queries.runner import run
 
     return collect(run(target, q, {"run_id": run_id}, limits or Limits()) for q in finding_queries())
 

@@ -16,6 +16,7 @@ import pyarrow as pa
 
 from polytrace import store
 from polytrace.queries.catalog import ParamError, Query, bind
+from polytrace.queries.limits import Limits
 
 ARROW_BATCH_ROWS = 65_536
 # DuckDB 2.0 warns that Arrow from an execute() result is a copy of its rows: _capped knows.
@@ -39,12 +40,6 @@ class BadValue(QueryError):
 
 class OutOfMemory(QueryError):
     """The query needed more memory than the engine's limit and could not spill."""
-
-
-@dataclass(frozen=True)
-class Limits:
-    timeout_ms: int | None = None  # interrupt the query after this long
-    row_cap: int | None = None     # keep at most this many rows, and say so
 
 
 @dataclass

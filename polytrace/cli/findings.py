@@ -18,16 +18,14 @@ def register(sub, db_option) -> None:
 
 def run(args) -> int:
     from polytrace import store
-    from polytrace.queries.findings import compute, stored
+    from polytrace.queries.findings import findings
     from polytrace.store.runs import exists
 
     con = store.open(args.db, "r")
     try:
         if not exists(con, args.run_id):
             raise CliError(f"no run {args.run_id!r} in {args.db}")
-        found = stored(con, args.run_id)  # the list the run's last write kept: no query runs
-        if found is None:
-            found = compute(con, args.run_id, limits())
+        found = findings(con, args.run_id, limits())
     finally:
         con.close()
     if args.output == "json":

@@ -52,7 +52,7 @@ def _with_unit(column: str, units: dict[str, str]) -> str:
 def limits():
     """The runner's time limit and row cap, from the settings."""
     from polytrace import settings
-    from polytrace.queries.runner import Limits
+    from polytrace.queries.limits import Limits
 
     s = settings.get()
     return Limits(timeout_ms=s.query_timeout_ms, row_cap=s.row_cap)
