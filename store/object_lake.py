@@ -91,7 +91,9 @@ def filesystem():
     """pyarrow's S3 filesystem with the environment's endpoint and region (credentials: the SDK's chain)."""
     from pyarrow.fs import S3FileSystem
 
-    options = {"connect_timeout": 10, "request_timeout": 60}
+    # delayed open: an object smaller than one part goes up in one PUT, not a three-request
+    # multipart upload (a run's commit and most of its data files are a few kB)
+    options = {"connect_timeout": 10, "request_timeout": 60, "allow_delayed_open": True}
     endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
     if endpoint:
         options["endpoint_override"] = endpoint

@@ -3,6 +3,7 @@ suite's tiers, marked here from what each test uses."""
 from __future__ import annotations
 
 import inspect
+import logging
 import os
 import re
 import shutil
@@ -123,6 +124,7 @@ def make_server(tmp_path):
 def s3_server():
     """moto's S3-compatible server on 127.0.0.1 at a free port, for the session: its endpoint URL."""
     moto_server = pytest.importorskip("moto.server")
+    logging.getLogger("werkzeug").setLevel(logging.WARNING)  # a log record per request costs moto ~5%
     port = free_port()
     server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
     server.start()
