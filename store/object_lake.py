@@ -5,14 +5,16 @@ which DuckDB scans as Arrow datasets (its httpfs extension cannot be installed o
 An object store has no rename, so a run is published by a commit object, not a folder rename:
 
     <prefix>/data/table=<name>/run_id=<id>/<digest>.parquet   each table's rows of the run
-    <prefix>/commits/<id>.json                                 {"run_id", "digest", "sha256", "tables"}
+    <prefix>/commits/<id>.json                                 {"run_id", "digest", "sha256", "tables", "sizes"}
 
 A publisher uploads the data files first (each object appears whole, when its upload completes),
 then writes the commit, one PUT. Readers list commits/ and read the files that each names, so a
 run appears whole or not at all; data files no commit names (a publisher killed halfway, a run
 published again) are invisible, and `polytrace lake vacuum` deletes them after a grace period.
 `digest` is the hash of the run's files: publishing a run again with the same content writes the
-same objects (idempotent); with new content, its commit moves to the new files at once.
+same objects (idempotent); with new content, its commit moves to the new files at once. `sizes`
+(bytes of each table's file) spares a reader a HEAD request before each file it reads; a commit
+written before it had them is read without.
 
     <prefix>/compact/<id>/table=<name>.parquet                 every covered run's rows of a table
     <prefix>/index.json                                        {"id", "runs": {id: {digest, sha256, listed}}, "files"}
@@ -51,6 +53,7 @@ SCHEME = "s3://"
 _BUCKET = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
 _DIGEST = re.compile(r"[0-9a-f]{16,64}")
 CHUNK = 1 << 20
+RUN_ID_COLUMN = "run_id"  # the partition key of every table's files
 # commits are read in parallel: each is one small GET
 READERS = 16
 INDEX = "index.json"
@@ -143,7 +146,7 @@ def publish(local_lake: Path, run_ids: list[str], where: Location) -> None:
             for table, file in files.items():
                 _upload(fs, file, where.key("data", f"table={table}", f"run_id={run_id}", f"{digest}.parquet"))
             commit = {"run_id": run_id, "digest": digest, "sha256": _input_sha256(files["runs"]),
-                      "tables": sorted(files)}
+                      "tables": sorted(files), "sizes": {t: f.stat().st_size for t, f in sorted(files.items())}}
             with fs.open_output_stream(where.key("commits", f"{run_id}.json")) as out:
                 out.write(json.dumps(commit).encode())
         except OSError as e:
@@ -262,6 +265,9 @@ def _checked(where: Location, name: str, body: bytes) -> dict:
             and "runs" in commit["tables"] and all(isinstance(t, str) for t in commit["tables"])):
         raise StoreError(f"{where}: commits/{name} is not a PolyTrace commit (run_id, digest, tables)")
     commit["tables"] = [t for t in commit["tables"] if t in known]
+    sizes = commit.get("sizes")
+    if not (isinstance(sizes, dict) and all(isinstance(sizes.get(t), int) and sizes[t] > 0 for t in commit["tables"])):
+        commit.pop("sizes", None)  # read without: each file's size is asked for first
     return commit
 
 
@@ -336,16 +342,13 @@ def attach_runs(con, where: Location, fs, seen: Snapshot, generation: int) -> di
     a name per generation: a view replaced while a query reads the last one leaves that query its own."""
     import pyarrow.dataset as ds
 
-    partitioning = ds.partitioning(pa.schema([("run_id", pa.string())]), flavor="hive")
     sources = {}
     for table, columns in canonical_schema()[0].items():
         parts = []
-        keys = [data_keys(where, c, table) for c in seen.commits if table in c["tables"]]
+        published = [c for c in seen.commits if table in c["tables"]]
         try:
-            if keys:
-                parts.append((f"_lake_{table}_{generation}", ds.dataset(
-                    keys, filesystem=fs, format="parquet", partitioning=partitioning,
-                    partition_base_dir=where.key("data", f"table={table}")), None))
+            if published:
+                parts.append((f"_lake_{table}_{generation}", _runs_dataset(where, fs, table, published), None))
             if seen.index and table in seen.index["files"]:
                 parts.append((f"_lake_{table}_compact_{generation}", ds.dataset(
                     seen.index["files"][table], filesystem=fs, format="parquet"), seen.uncovered_in_index))
@@ -358,6 +361,24 @@ def attach_runs(con, where: Location, fs, seen: Snapshot, generation: int) -> di
         except (duckdb.Error, ForeignFiles, OSError, pa.ArrowException) as e:
             raise failure(f"{where}: table={table}", e) from None
     return sources
+
+
+def _runs_dataset(where: Location, fs, table: str, published: list[dict]):
+    """The runs' files of one table as one dataset, run_id from each file's partition; with the
+    commits' sizes, a file is read without first asking its size (a HEAD request each)."""
+    import pyarrow.dataset as ds
+
+    keys = [data_keys(where, c, table) for c in published]
+    if not all("sizes" in c for c in published):
+        partitioning = ds.partitioning(pa.schema([(RUN_ID_COLUMN, pa.string())]), flavor="hive")
+        return ds.dataset(keys, filesystem=fs, format="parquet", partitioning=partitioning,
+                          partition_base_dir=where.key("data", f"table={table}"))
+    parquet = ds.ParquetFileFormat()
+    fragments = [parquet.make_fragment(key, filesystem=fs, file_size=c["sizes"][table],
+                                       partition_expression=ds.field(RUN_ID_COLUMN) == c["run_id"])
+                 for key, c in zip(keys, published)]
+    schema = fragments[0].physical_schema.append(pa.field(RUN_ID_COLUMN, pa.string()))
+    return ds.FileSystemDataset(fragments, schema, parquet, fs)
 
 
 def _only(select: str, dropped: list[str] | None) -> str:

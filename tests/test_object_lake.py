@@ -67,10 +67,31 @@ def test_a_run_is_published_as_data_files_then_one_commit(s3):
     assert commit["run_id"] == "0001" and "runs" in commit["tables"] and "samples" in commit["tables"]
     assert data == sorted(f"{S3_BUCKET}/lake/data/table={t}/run_id=0001/{commit['digest']}.parquet"
                           for t in commit["tables"])
+    fs = S3FileSystem(endpoint_override=s3)
+    assert commit["sizes"] == {t: fs.get_file_info(f"{S3_BUCKET}/lake/data/table={t}/run_id=0001/"
+                                                   f"{commit['digest']}.parquet").size for t in commit["tables"]}
     # the same content again: the same objects, the same commit
     service.export_runs(native, ["0001"], LAKE)
     assert keys(s3, "lake/data") == data
     assert object_lake.commits(object_lake.location(LAKE))[0]["digest"] == commit["digest"]
+
+
+def test_a_commit_without_sizes_reads_the_same_rows(s3):
+    """A commit written before commits named their files' sizes: each file's size is asked for."""
+    native = build_database()
+    service.export_runs(native, list(RUNS), LAKE)
+    fs = S3FileSystem(endpoint_override=s3)
+    counts = "SELECT run_id, count(*), sum(hash(samples)) FROM samples GROUP BY ALL ORDER BY ALL"
+    with open_lake(LAKE) as con:
+        with_sizes = con.execute(counts).fetchall()
+    commit = json.loads(fs.open_input_stream(f"{S3_BUCKET}/lake/commits/0001.json").read())
+    del commit["sizes"]
+    with fs.open_output_stream(f"{S3_BUCKET}/lake/commits/0001.json") as out:
+        out.write(json.dumps(commit).encode())
+    with open_lake(LAKE) as con:
+        assert con.execute(counts).fetchall() == with_sizes
+        assert [r[0] for r in with_sizes] == sorted(RUNS)
+    native.close()
 
 
 def test_ingest_from_the_store_into_the_store_and_back(s3, tmp_path, capsys):
