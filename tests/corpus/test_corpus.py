@@ -37,7 +37,7 @@ LOAD_ONLY = {"polytrace-filter": "with no packed lengths in the same ingest"}
 PACKED = registry.get("polytrace-packed").sample()
 # In-process CLI runs take every CLI_EVERY-th case (POLYTRACE_CORPUS_CLI_EVERY=1: all of them).
 CLI_EVERY = int(os.environ.get("POLYTRACE_CORPUS_CLI_EVERY", "8"))
-# The API runs every case bound to be refused (api_must_reject) and every API_OTHERS_EVERY-th of
+# The API runs every case bound to be refused (api_must_reject) and a seeded 1/API_OTHERS_EVERY of
 # the others (=1: all): those may be accepted, and an accepted upload is ingested and summed up
 # (~0.5 s each, a refusal ~0.1 s).
 API_OTHERS_EVERY = int(os.environ.get("POLYTRACE_CORPUS_API_OTHERS_EVERY", "4"))
