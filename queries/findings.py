@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING, Any, Iterable
 import duckdb
 
 from polytrace.queries.catalog import Query, digest, load_catalog
-
 from polytrace.queries.limits import Limits
 
 if TYPE_CHECKING:
