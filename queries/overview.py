@@ -16,9 +16,10 @@ import pyarrow as pa
 
 from polytrace import store
 from polytrace.queries import answers
-from polytrace.queries.catalog import digest, get_query
+from polytrace.queries.catalog import Query, digest, get_query
 from polytrace.queries.findings import collect, finding_queries
-from polytrace.queries.runner import Answer, Limits, run
+from polytrace.queries.runner import Answer, Limits, no_rows, run
+from polytrace.store import runs
 
 # Each query of a refresh runs within this: a refresh holds the writer (the server's write lock), so
 # no query of it may hold it unbounded. Generous: the refresh is off the request path. The row cap
@@ -47,11 +48,26 @@ def line(run_id: str, summary: Answer, found: list[dict]) -> dict:
     return out
 
 
+# A run's row in these says what the run is, not what it did.
+DESCRIBING = frozenset({"runs", "ingests"})
+
+
+def silent(query: Query, holding: set[str]) -> bool:
+    """Whether `query` has nothing to say of a run whose rows are in the `holding` tables: none of
+    the data tables it reads holds any. Then it answers no row (tests/test_refresh.py holds the
+    catalog to that), except run_summary, which is the run's line whatever the run holds."""
+    data = query.inputs - DESCRIBING
+    return query.name != "run_summary" and bool(data) and not data & holding
+
+
 def computed(con, run_id: str, limits: Limits = REFRESH_LIMITS) -> dict[str, Answer]:
-    """The run's answer to every query its line, its findings and its stored answers need, each
-    run once within `limits` (QueryTimeout past them)."""
+    """The run's answer to every query its line, its findings and its stored answers need: each
+    that has something to say run once within `limits` (QueryTimeout past them), the others'
+    empty answers made without planning them."""
     needed = {q.name: q for q in [get_query("run_summary"), *finding_queries(), *answers.stored_queries()]}
-    return {name: run(con, q, {"run_id": run_id}, limits) for name, q in needed.items()}
+    holding = runs.holding(con, run_id)
+    empty = no_rows(con, [q for q in needed.values() if silent(q, holding)])
+    return {name: empty.get(name) or run(con, q, {"run_id": run_id}, limits) for name, q in needed.items()}
 
 
 def refresh(con, run_ids: list[str], limits: Limits = REFRESH_LIMITS) -> None:

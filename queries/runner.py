@@ -128,6 +128,18 @@ def run_bound(target: Any, query: Query, bound: dict[str, Any], limits: Limits =
     return Answer(table, truncated)
 
 
+def no_rows(con: duckdb.DuckDBPyConnection, queries: list[Query]) -> dict[str, Answer]:
+    """Each query's answer without a row: its declared columns (which the catalog's tests hold to
+    what it returns), typed as DuckDB gives them to Arrow, found for all of them in one statement."""
+    types = sorted({c.type for q in queries for c in q.columns})
+    if not types:
+        return {}
+    probe = ", ".join(f'CAST(NULL AS {t}) AS "{i}"' for i, t in enumerate(types))
+    arrow_type = dict(zip(types, DuckDB(con).arrow(f"SELECT {probe}", {}, 0)[0].schema.types))
+    return {q.name: Answer(pa.schema([pa.field(c.name, arrow_type[c.type]) for c in q.columns]).empty_table(), False)
+            for q in queries}
+
+
 def _arrow(engine: Engine, query: Query, bound: dict, row_cap: int | None) -> tuple[pa.Table, bool]:
     try:
         return engine.arrow(query.sql, bound, row_cap)
@@ -141,4 +153,4 @@ def _arrow(engine: Engine, query: Query, bound: dict, row_cap: int | None) -> tu
 
 
 __all__ = ["Answer", "BadValue", "Engine", "Limits", "OutOfMemory", "ParamError", "QueryError", "QueryTimeout",
-           "run", "run_bound"]
+           "no_rows", "run", "run_bound"]

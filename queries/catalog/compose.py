@@ -69,3 +69,11 @@ def composed(query: Query, views: Mapping[str, View]) -> Query:
     sql, used = compose(query.text, views)
     return replace(query, sql=sql, views=used, used_params=frozenset(PARAM_USE.findall(code_only(sql))))
 
+
+def store_inputs(sql: str, store: Mapping[str, frozenset[str]]) -> frozenset[str]:
+    """The store's tables `sql` reads (composed: its catalog views inlined), each of the store's
+    own views read as the tables it reads. `store`: every table of the store as itself, every
+    view as its tables."""
+    read = table_references(sql) - cte_names(sql)
+    return frozenset().union(*(store[name] for name in read if name in store))
+

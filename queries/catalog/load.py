@@ -4,27 +4,35 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Mapping
+from dataclasses import replace
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 
 from polytrace import settings
-from polytrace.queries.catalog.compose import composed, views_needed
+from polytrace.queries.catalog.compose import composed, store_inputs, table_references, views_needed
 from polytrace.queries.catalog.lint import lint, lint_view
 from polytrace.queries.catalog.model import CatalogError, Query, View
-from polytrace.queries.catalog.parse import parse_query, parse_view
+from polytrace.queries.catalog.parse import code_only, parse_query, parse_view
 from polytrace.store.aggregates import names as aggregate_names
-from polytrace.store.migrate import schema_sql
+from polytrace.store.migrate import schema_sql, views_sql
+
+_CREATE_TABLE = re.compile(r"CREATE\s+TABLE\s+(?:IF\s+NOT\s+EXISTS\s+)?(\w+)", re.IGNORECASE)
+_CREATE_VIEW = re.compile(r"CREATE\s+(?:OR\s+REPLACE\s+)?VIEW\s+(\w+)\s+AS\b(.*?);", re.IGNORECASE | re.DOTALL)
 
 def _sql_files(folder) -> list:
     return sorted((e for e in folder.iterdir() if e.name.endswith(".sql")), key=lambda e: e.name)
 
 
-def _canonical_tables() -> set[str]:
-    """Tables and views of the store's schema, aggregates included: names no view may take."""
-    created = re.findall(r"CREATE\s+(?:OR\s+REPLACE\s+)?(?:TABLE|VIEW)\s+(?:IF\s+NOT\s+EXISTS\s+)?(\w+)",
-                         schema_sql(), re.IGNORECASE)
-    return {n.lower() for n in created} | set(aggregate_names())
+@lru_cache(maxsize=1)
+def store_relations() -> dict[str, frozenset[str]]:
+    """Every table of the store's schema (aggregates included) as itself, and each of its views as
+    the tables it reads: the names no catalog view may take, and what a query's inputs resolve to."""
+    ddl = code_only(schema_sql() + "\n" + views_sql())
+    relations = {t: frozenset({t}) for t in {n.lower() for n in _CREATE_TABLE.findall(ddl)} | set(aggregate_names())}
+    for name, body in _CREATE_VIEW.findall(ddl):  # in order: a view reads what is created before it
+        relations[name.lower()] = frozenset().union(*(relations.get(t, frozenset()) for t in table_references(body)))
+    return relations
 
 
 @lru_cache(maxsize=1)
@@ -32,7 +40,7 @@ def load_views() -> dict[str, View]:
     """queries/views/*.sql, linted."""
     folder = resources.files("polytrace.queries").joinpath("views")
     views = {e.name[:-4]: parse_view(e.name[:-4], e.read_text()) for e in _sql_files(folder)}
-    tables = _canonical_tables()
+    tables = set(store_relations())
     for view in views.values():
         lint_view(view, views, tables)
     for view in views.values():
@@ -65,7 +73,8 @@ def _load_catalog(extra: str | None) -> dict[str, Query]:
     catalog = {}
     for entry in _sql_files(resources.files("polytrace.queries")):
         name = entry.name[:-4]
-        catalog[name] = load_query(name, entry.read_text(), views)
+        query = load_query(name, entry.read_text(), views)
+        catalog[name] = replace(query, inputs=store_inputs(query.sql, store_relations()))
     if extra:
         folder = Path(extra)
         if not folder.is_dir():

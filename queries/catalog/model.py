@@ -84,6 +84,9 @@ class Query:
     source: str = ""  # the file, for messages: queries/<name>.sql
     header: frozenset[str] = frozenset()  # the name:/title:/section: lines the file has
     stored: bool = False  # `stored: yes`: every writer keeps its answer per run (queries/answers.py)
+    # The store's tables sql reads, views resolved; empty where that is not vouched for (a site's
+    # own query): the refresh then takes it to read everything (queries/overview.py)
+    inputs: frozenset[str] = frozenset()
 
     def as_dict(self) -> dict[str, Any]:
         return {
