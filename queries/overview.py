@@ -18,7 +18,7 @@ from polytrace import store
 from polytrace.queries import answers
 from polytrace.queries.catalog import Query, digest, get_query
 from polytrace.queries.findings import collect, finding_queries
-from polytrace.queries.runner import Answer, Limits, no_rows, run
+from polytrace.queries.runner import Answer, Limits, no_rows, run_each
 from polytrace.store import runs
 
 # Each query of a refresh runs within this: a refresh holds the writer (the server's write lock), so
@@ -62,12 +62,14 @@ def silent(query: Query, holding: set[str]) -> bool:
 
 def computed(con, run_id: str, limits: Limits = REFRESH_LIMITS) -> dict[str, Answer]:
     """The run's answer to every query its line, its findings and its stored answers need: each
-    that has something to say run once within `limits` (QueryTimeout past them), the others'
-    empty answers made without planning them."""
+    that has something to say run once within `limits` (QueryTimeout past them), several at once
+    (runner.run_each), the others' empty answers made without planning them."""
     needed = {q.name: q for q in [get_query("run_summary"), *finding_queries(), *answers.stored_queries()]}
     holding = runs.holding(con, run_id)
-    empty = no_rows(con, [q for q in needed.values() if silent(q, holding)])
-    return {name: empty.get(name) or run(con, q, {"run_id": run_id}, limits) for name, q in needed.items()}
+    quiet = {name for name, q in needed.items() if silent(q, holding)}
+    said = run_each(con, [q for name, q in needed.items() if name not in quiet], {"run_id": run_id}, limits)
+    answered = no_rows(con, [needed[name] for name in quiet]) | said
+    return {name: answered[name] for name in needed}
 
 
 def refresh(con, run_ids: list[str], limits: Limits = REFRESH_LIMITS) -> None:

@@ -9,9 +9,9 @@ import pytest
 
 from polytrace import service, store
 from polytrace.queries import answers, overview
-from polytrace.queries.catalog import get_query, load_catalog, load_query, load_views
+from polytrace.queries.catalog import ParamError, get_query, load_catalog, load_query, load_views
 from polytrace.queries.findings import finding_queries
-from polytrace.queries.runner import no_rows, run
+from polytrace.queries.runner import no_rows, run, run_each
 from polytrace.store.runs import holding
 from tests.goldens import case_names, load_case
 from tests.test_live import same
@@ -119,3 +119,18 @@ def test_an_nsys_export_refreshes_to_what_every_query_answers(shared_data, tmp_p
         assert_same_answers(kept, every_answer(con, run_id))
     finally:
         con.close()
+
+
+def test_queries_run_together_answer_as_each_alone():
+    con = load_case("findings")
+    queries = [q for q in NEEDED.values() if q.name != "run_summary"][:12]
+    (run_id,) = con.execute("SELECT min(run_id) FROM runs").fetchall()[0]
+    together = run_each(con, queries, {"run_id": run_id})
+    assert_same_answers(together, {q.name: run(con, q, {"run_id": run_id}) for q in queries})
+    assert run_each(con, [], {"run_id": run_id}) == {}
+
+
+def test_a_query_that_fails_among_others_fails_them_all():
+    con = load_case("findings")
+    with pytest.raises(ParamError):
+        run_each(con, list(NEEDED.values())[:5], {})
