@@ -61,7 +61,8 @@ def one_round(path: Path, tmp: Path, i: int) -> dict[str, tuple[float, float]]:
         start = clock()
         run_id = ingest_paths(con, [path]).run_ids[0]
         took = {"parse": since(start)}
-        for side, silent, workers in (("refresh", overview.silent, runner.WORKERS), ("every", every_query, 1)):
+        sides = (("refresh", overview.silent, runner.WORKERS), ("every", every_query, 1))
+        for side, silent, workers in sides:
             kept = overview.silent, runner.WORKERS
             overview.silent, runner.WORKERS = silent, workers
             try:
@@ -78,8 +79,7 @@ def one_round(path: Path, tmp: Path, i: int) -> dict[str, tuple[float, float]]:
 def measured(path: Path, repeat: int) -> dict[str, tuple[float, float]]:
     with tempfile.TemporaryDirectory() as tmp:
         rounds = [one_round(path, Path(tmp), i) for i in range(repeat + 1)][1:]  # the first warms imports
-    return {side: (statistics.median(r[side][0] for r in rounds), statistics.median(r[side][1] for r in rounds))
-            for side in rounds[0]}
+    return {side: tuple(statistics.median(r[side][i] for r in rounds) for i in (0, 1)) for side in rounds[0]}
 
 
 def main() -> None:

@@ -16,9 +16,9 @@ import pyarrow as pa
 
 from polytrace import store
 from polytrace.queries import answers
-from polytrace.queries.catalog import Query, digest, get_query
+from polytrace.queries.catalog import Query, View, compose, digest, get_query, load_views
 from polytrace.queries.findings import collect, finding_queries
-from polytrace.queries.runner import Answer, Limits, no_rows, run_each
+from polytrace.queries.runner import Answer, Limits, having_rows, no_rows, run_each
 from polytrace.store import runs
 
 # Each query of a refresh runs within this: a refresh holds the writer (the server's write lock), so
@@ -53,11 +53,27 @@ DESCRIBING = frozenset({"runs", "ingests"})
 
 
 def silent(query: Query, holding: set[str]) -> bool:
-    """Whether `query` has nothing to say of a run whose rows are in the `holding` tables: none of
-    the data tables it reads holds any. Then it answers no row (tests/test_refresh.py holds the
+    """Whether `query` has nothing to say of a run whose rows are in the `holding` inputs: none of
+    the data inputs it reads holds any. Then it answers no row (tests/test_refresh.py holds the
     catalog to that), except run_summary, which is the run's line whatever the run holds."""
     data = query.inputs - DESCRIBING
     return query.name != "run_summary" and bool(data) and not data & holding
+
+
+def holding(con, run_id: str, queries: list[Query], limits: Limits = REFRESH_LIMITS) -> set[str]:
+    """The inputs that hold a row of the run: the store's tables (one statement), and each probed
+    view the queries read that some table under it holds a row for (asked in one more)."""
+    tables = runs.holding(con, run_id)
+    views = load_views()
+    read = {name for q in queries for name in q.inputs if name in views}
+    asked = sorted(name for name in read if _under(name, views) & tables)
+    probes = {name: compose(f"SELECT 1 FROM {name}", views)[0] for name in asked}
+    return tables | having_rows(con, probes, {"run_id": run_id}, limits)
+
+
+def _under(name: str, views: dict[str, View]) -> frozenset[str]:
+    """The store's tables a view reads, through every view it reads."""
+    return frozenset().union(*(_under(i, views) if i in views else {i} for i in views[name].inputs))
 
 
 def computed(con, run_id: str, limits: Limits = REFRESH_LIMITS) -> dict[str, Answer]:
@@ -65,8 +81,8 @@ def computed(con, run_id: str, limits: Limits = REFRESH_LIMITS) -> dict[str, Ans
     that has something to say run once within `limits` (QueryTimeout past them), several at once
     (runner.run_each), the others' empty answers made without planning them."""
     needed = {q.name: q for q in [get_query("run_summary"), *finding_queries(), *answers.stored_queries()]}
-    holding = runs.holding(con, run_id)
-    quiet = {name for name, q in needed.items() if silent(q, holding)}
+    held = holding(con, run_id, list(needed.values()), limits)
+    quiet = {name for name, q in needed.items() if silent(q, held)}
     said = run_each(con, [q for name, q in needed.items() if name not in quiet], {"run_id": run_id}, limits)
     answered = no_rows(con, [needed[name] for name in quiet]) | said
     return {name: answered[name] for name in needed}

@@ -162,6 +162,23 @@ def run_each(con: duckdb.DuckDBPyConnection, queries: list[Query], params: dict[
         return {name: answer for share in shares for name, answer in share.result().items()}
 
 
+def having_rows(con: duckdb.DuckDBPyConnection, selects: dict[str, str], params: dict[str, Any],
+                limits: Limits = Limits()) -> set[str]:
+    """The names (identifiers) of `selects` whose SELECT answers a row to `params`, all asked in one
+    statement within `limits`."""
+    if not selects:
+        return set()
+    sql = " UNION ALL ".join(f"SELECT '{name}' WHERE EXISTS (\n{select}\n)"
+                             for name, select in selects.items())
+    engine = DuckDB(con)
+    try:
+        with store.time_limit(engine, limits.timeout_ms, "the refresh's probes"):
+            table, _ = engine.arrow(sql, params, None)
+    except store.Timeout as e:
+        raise QueryTimeout(str(e)) from None
+    return set(table.column(0).to_pylist())
+
+
 def no_rows(con: duckdb.DuckDBPyConnection, queries: list[Query]) -> dict[str, Answer]:
     """Each query's answer without a row: its declared columns (which the catalog's tests hold to
     what it returns), typed as DuckDB gives them to Arrow, found for all of them in one statement."""
@@ -187,4 +204,4 @@ def _arrow(engine: Engine, query: Query, bound: dict, row_cap: int | None) -> tu
 
 
 __all__ = ["Answer", "BadValue", "Engine", "Limits", "OutOfMemory", "ParamError", "QueryError", "QueryTimeout",
-           "no_rows", "run", "run_bound", "run_each"]
+           "having_rows", "no_rows", "run", "run_bound", "run_each"]

@@ -1,15 +1,23 @@
 """The refresh after a write runs only the stored and finding queries that have something to say of
-the run: a query none of whose data tables holds a row of the run is kept as its empty answer,
-unplanned. What it keeps must be what running every query gives, on the golden cases and on real
-runs of each kind (a verl log, a PolyTrace log, a Kineto trace, a memory timeline, an Nsight
-Systems export)."""
+the run: a query none of whose data inputs (tables, and probed views) holds a row of the run is
+kept as its empty answer, unplanned. What it keeps must be what running every query gives, on the
+golden cases and on real runs of each kind (a verl log, a PolyTrace log, a Kineto trace, a memory
+timeline, an Nsight Systems export)."""
 from __future__ import annotations
 
 import pytest
 
 from polytrace import service, store
 from polytrace.queries import answers, overview
-from polytrace.queries.catalog import ParamError, get_query, load_catalog, load_query, load_views
+from polytrace.queries.catalog import (
+    CatalogError,
+    ParamError,
+    get_query,
+    load_catalog,
+    load_query,
+    load_views,
+    parse_view,
+)
 from polytrace.queries.findings import finding_queries
 from polytrace.queries.runner import no_rows, run, run_each
 from polytrace.store.runs import holding
@@ -46,6 +54,27 @@ def test_a_query_s_inputs_are_the_store_tables_it_reads_through_views():
     assert catalog["gpu_kernels"].inputs == {"gpu_events", "kernel_names"}
     assert {"runs", "step_metrics", "gpu_step_time"} <= catalog["run_summary"].inputs
     assert all(NEEDED[name].inputs - overview.DESCRIBING for name in NEEDED)
+
+
+def test_a_probed_view_is_an_input_itself_and_is_asked_only_where_its_tables_hold_the_run():
+    catalog = load_catalog()
+    # async_logged and staleness_steps read async_metrics; async_pools is probed itself
+    assert catalog["async_queue"].inputs == {"async_metrics"}
+    assert catalog["finding_stale_waste"].inputs == {"async_metrics", "trajectories"}
+    assert catalog["async_idle"].inputs == {"async_pools"}
+    quiet, loud = load_case("findings"), load_case("async")
+    queries = list(NEEDED.values())
+    assert overview.holding(quiet, "r1", queries) == holding(quiet, "r1")
+    assert "canonical_metrics" in holding(quiet, "r1")
+    assert {"async_metrics", "async_pools"} <= overview.holding(loud, "r1", queries)
+    assert not overview.holding(loud, "r1", [NEEDED["length_histogram"]]) & {"async_metrics", "async_pools"}
+
+
+def test_probed_takes_yes_only():
+    text = "-- view: v\n-- probed: {}\n-- @column x INTEGER fmt=count  X.\nSELECT 1 AS x"
+    with pytest.raises(CatalogError, match="probed"):
+        parse_view("v", text.format("no"))
+    assert parse_view("v", text.format("yes")).probed
 
 
 def test_a_site_s_own_query_is_taken_to_read_everything():

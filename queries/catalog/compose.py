@@ -70,10 +70,10 @@ def composed(query: Query, views: Mapping[str, View]) -> Query:
     return replace(query, sql=sql, views=used, used_params=frozenset(PARAM_USE.findall(code_only(sql))))
 
 
-def store_inputs(sql: str, store: Mapping[str, frozenset[str]]) -> frozenset[str]:
-    """The store's tables `sql` reads (composed: its catalog views inlined), each of the store's
-    own views read as the tables it reads. `store`: every table of the store as itself, every
-    view as its tables."""
+def inputs(sql: str, views: Mapping[str, View], store: Mapping[str, frozenset[str]]) -> frozenset[str]:
+    """What `sql` (as written: no view inlined) reads: each catalog view as its inputs (a probed
+    view as itself), each of `store`'s relations as the tables it reads."""
     read = table_references(sql) - cte_names(sql)
-    return frozenset().union(*(store[name] for name in read if name in store))
+    through_views = ({name} if views[name].probed else views[name].inputs for name in read if name in views)
+    return frozenset().union(*through_views, *(store[name] for name in read if name in store))
 

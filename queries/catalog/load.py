@@ -10,7 +10,7 @@ from importlib import resources
 from pathlib import Path
 
 from polytrace import settings
-from polytrace.queries.catalog.compose import composed, store_inputs, table_references, views_needed
+from polytrace.queries.catalog.compose import composed, inputs, table_references, views_needed
 from polytrace.queries.catalog.lint import lint, lint_view
 from polytrace.queries.catalog.model import CatalogError, Query, View
 from polytrace.queries.catalog.parse import code_only, parse_query, parse_view
@@ -29,9 +29,11 @@ def store_relations() -> dict[str, frozenset[str]]:
     """Every table of the store's schema (aggregates included) as itself, and each of its views as
     the tables it reads: the names no catalog view may take, and what a query's inputs resolve to."""
     ddl = code_only(schema_sql() + "\n" + views_sql())
-    relations = {t: frozenset({t}) for t in {n.lower() for n in _CREATE_TABLE.findall(ddl)} | set(aggregate_names())}
+    tables = {n.lower() for n in _CREATE_TABLE.findall(ddl)} | set(aggregate_names())
+    relations = {t: frozenset({t}) for t in tables}
     for name, body in _CREATE_VIEW.findall(ddl):  # in order: a view reads what is created before it
-        relations[name.lower()] = frozenset().union(*(relations.get(t, frozenset()) for t in table_references(body)))
+        read = (relations.get(t, frozenset()) for t in table_references(body))
+        relations[name.lower()] = frozenset().union(*read)
     return relations
 
 
@@ -45,6 +47,8 @@ def load_views() -> dict[str, View]:
         lint_view(view, views, tables)
     for view in views.values():
         views_needed(view.sql, views)  # a cycle is a CatalogError
+    for name in views_needed(" ".join(f"FROM {name}" for name in views), views):  # each after what it reads
+        views[name] = replace(views[name], inputs=inputs(views[name].sql, views, store_relations()))
     return views
 
 
@@ -74,7 +78,7 @@ def _load_catalog(extra: str | None) -> dict[str, Query]:
     for entry in _sql_files(resources.files("polytrace.queries")):
         name = entry.name[:-4]
         query = load_query(name, entry.read_text(), views)
-        catalog[name] = replace(query, inputs=store_inputs(query.sql, store_relations()))
+        catalog[name] = replace(query, inputs=inputs(query.text, views, store_relations()))
     if extra:
         folder = Path(extra)
         if not folder.is_dir():

@@ -66,6 +66,11 @@ class View:
     columns: tuple[Column, ...]
     sql: str
     source: str
+    # `-- probed: yes`: the refresh asks whether the run has a row here, and takes a query that
+    # reads it as reading it, not the tables under it (queries/overview.py)
+    probed: bool = False
+    # what it reads, as a Query's inputs: the store's tables, and each probed view it reads
+    inputs: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -84,8 +89,9 @@ class Query:
     source: str = ""  # the file, for messages: queries/<name>.sql
     header: frozenset[str] = frozenset()  # the name:/title:/section: lines the file has
     stored: bool = False  # `stored: yes`: every writer keeps its answer per run (queries/answers.py)
-    # The store's tables sql reads, views resolved; empty where that is not vouched for (a site's
-    # own query): the refresh then takes it to read everything (queries/overview.py)
+    # The store's tables sql reads, catalog and store views resolved to what they read (a probed
+    # view as itself); empty where that is not vouched for (a site's own query): the refresh then
+    # takes it to read everything (queries/overview.py)
     inputs: frozenset[str] = frozenset()
 
     def as_dict(self) -> dict[str, Any]:

@@ -20,7 +20,7 @@ from polytrace.queries.catalog.model import (
 # @chart keys whose value is a comma-separated list
 LIST_KEYS = {"y", "hover", "shade"}
 PARAM_USE = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)")
-_DIRECTIVE = re.compile(r"^(name|title|section|view|stored):")
+_DIRECTIVE = re.compile(r"^(name|title|section|view|stored|probed):")
 
 
 def code_only(sql: str) -> str:
@@ -151,5 +151,7 @@ def parse_view(name: str, text: str, source: str | None = None) -> View:
     p = _parse_file(text, source)
     if p.meta.get("view") != name:
         raise CatalogError(f"{source}: the header must say `-- view: {name}`")
-    return View(name, p.description, tuple(p.columns), p.sql, source)
+    if p.meta.get("probed", "yes") != "yes":
+        raise CatalogError(f"{source}: `-- probed:` takes yes, got {p.meta['probed']!r}")
+    return View(name, p.description, tuple(p.columns), p.sql, source, probed="probed" in p.meta)
 

@@ -1,4 +1,5 @@
 -- view: async_metrics
+-- probed: yes
 -- One row per step and async name of $run_id: the run's asynchronous-training metrics under their
 -- canonical names and units (store/vocabulary/canonical-async.toml), whatever framework logged
 -- them: canonical_metrics maps each framework's keys (store/vocabulary/<framework>-async.toml).

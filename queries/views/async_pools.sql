@@ -1,4 +1,5 @@
 -- view: async_pools
+-- probed: yes
 -- One row per step of $run_id that logged the trainer's wait or the rollout engines' idle: the two
 -- pools of an async run, each waiting on the other. The trainer's wait is async/trainer_wait_s,
 -- else its logged idle ratio x timing_s/step; the rollout engines' idle is their window between
