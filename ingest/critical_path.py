@@ -131,22 +131,33 @@ class Prepared:
         self.wait_stream = np.frombuffer(timeline.wait_stream, dtype=np.int64)
         self.wait_record = np.frombuffer(timeline.wait_record, dtype=np.int64)
         self.text = names[self.name] if len(names) else np.zeros(0, dtype=object)
+        self.gpu_sync = np.isin(self.text, list(GPU_SIDE_SYNCS))
         self.partner = self._partners()
         self.kept = self._last_step_dropped()
         self.queue = self._queue_lengths()
         self.previous_launch = self._record_previous_launch()
         self.next_launch = self._wait_next_launch()
+        self.node_kind = np.isin(self.kind, NODE_KINDS) | ((self.stream != -1) & (self.partner >= 0))
+        self.cpu_kept = self.kept & (self.stream == -1) & (self.dur > 0)
+        self.gpu_kept = np.flatnonzero(self.kept & (self.stream != -1) & (self.partner >= 0))
+        self.stream_waits = self.kept & (self.text == "Stream Wait Event")
+        # The graph's loops look events up one at a time, where a list costs a tenth of numpy's
+        # scalar indexing: node 2i is event i's start, 2i+1 its end.
+        self.times = np.column_stack((self.ts, self.ts + self.dur)).ravel().tolist()
+        self.durs, self.texts = self.dur.tolist(), self.text.tolist()
+        self.kinds, self.streams = self.kind.tolist(), self.stream.tolist()
+        self.partners, self.queues = self.partner.tolist(), self.queue.tolist()
 
     def track(self, i: int) -> str:
         """Where event i ran: its GPU stream, or its CPU thread."""
-        if self.stream[i] >= 0:
-            return f"stream {self.stream[i]}"
+        if self.streams[i] >= 0:
+            return f"stream {self.streams[i]}"
         return f"thread {self.tids[self.thread[i]]}"
 
     def _partners(self) -> np.ndarray:
         n = len(self.kind)
         partner = np.full(n, -1, dtype=np.int64)
-        gpu_side = ((self.stream >= 0) & (self.corr >= 0)) | np.isin(self.text, list(GPU_SIDE_SYNCS))
+        gpu_side = ((self.stream >= 0) & (self.corr >= 0)) | self.gpu_sync
         cpu_rows = {}
         for i in np.flatnonzero((self.corr != -1) & ~gpu_side).tolist():
             cpu_rows[int(self.corr[i])] = i
@@ -166,7 +177,7 @@ class Prepared:
         starts = self.ts[np.isin(self.name, steps) & (self.kind == ANNOTATION)]
         if not len(starts):
             return np.ones(n, dtype=bool)
-        gpu_side = ((self.stream >= 0) & (self.corr >= 0)) | np.isin(self.text, list(GPU_SIDE_SYNCS))
+        gpu_side = ((self.stream >= 0) & (self.corr >= 0)) | self.gpu_sync
         kept = ~gpu_side & (self.ts < starts.max())
         kept_corr = np.unique(self.corr[kept & (self.corr != -1)])
         return kept | (gpu_side & np.isin(self.corr, kept_corr))
@@ -250,23 +261,29 @@ class Graph:
 
     def __init__(self, p: Prepared, nodes: np.ndarray):
         self.p = p
-        self.has_node = nodes
+        self.nodes = set(np.flatnonzero(nodes).tolist())  # the events that have nodes
         self.edges: dict[tuple[int, int], tuple[float, int, int]] = {}
         self.succ: dict[int, list[int]] = {}
         self.pred: dict[int, list[int]] = {}
 
     def time(self, node: int) -> float:
-        i = node >> 1
-        return float(self.p.ts[i] + (self.p.dur[i] if node & 1 else 0))
+        return self.p.times[node]
 
     def add(self, u: int, v: int, kind: int, attributed: int = -1, zero: bool = False) -> None:
-        weight = 0.0 if zero or kind in (DEPENDENCY, SYNC_DEPENDENCY) else self.time(v) - self.time(u)
-        if (u, v) not in self.edges:
-            self.succ.setdefault(u, []).append(v)
-            self.pred.setdefault(v, []).append(u)
-            self.succ.setdefault(v, [])
-            self.pred.setdefault(u, [])
-        self.edges[(u, v)] = (weight, kind, attributed)
+        times = self.p.times
+        weight = 0.0 if zero or kind in (DEPENDENCY, SYNC_DEPENDENCY) else times[v] - times[u]
+        edge = (u, v)
+        if edge not in self.edges:
+            succ, pred = self.succ, self.pred
+            if u in succ:
+                succ[u].append(v)
+            else:
+                succ[u], pred[u] = [v], []
+            if v in pred:
+                pred[v].append(u)
+            else:
+                succ[v], pred[v] = [], [u]
+        self.edges[edge] = (weight, kind, attributed)
 
     def longest_path(self) -> list[int]:
         """networkx dag_longest_path: Kahn's order by generations, the first best predecessor,
@@ -285,22 +302,22 @@ class Graph:
             generation = following
         if len(order) != len(self.succ):
             raise ValueError("the critical-path graph has a cycle")
-        dist: dict[int, tuple[float, int]] = {}
+        edges, pred = self.edges, self.pred
+        length: dict[int, float] = {}  # of the longest path that ends at the node
+        came_from: dict[int, int] = {}  # its last edge's first node; the node itself where it starts
         for v in order:
-            best = (0.0, v)
-            first = True
-            for u in self.pred[v]:
-                w = self.edges[(u, v)][0]
-                value = dist[u][0] + (0.0 if w <= -1 else w)
-                if first or value > best[0]:
-                    best, first = (value, u), False
-            dist[v] = best if best[0] >= 0 else (0.0, v)
-        if not dist:
+            best, best_u, first = 0.0, v, True
+            for u in pred[v]:
+                w = edges[u, v][0]
+                value = length[u] + (0.0 if w <= -1 else w)
+                if first or value > best:
+                    best, best_u, first = value, u, False
+            length[v], came_from[v] = (best, best_u) if best >= 0 else (0.0, v)
+        if not length:
             return []
-        end = max(dist, key=lambda v: dist[v][0])
-        path = [end]
-        while dist[path[-1]][1] != path[-1]:
-            path.append(dist[path[-1]][1])
+        path = [max(length, key=length.__getitem__)]
+        while came_from[path[-1]] != path[-1]:
+            path.append(came_from[path[-1]])
         return path[::-1]
 
 
@@ -329,11 +346,10 @@ def windows(p: Prepared, limit: int) -> list[Window]:
 def _clipped(p: Prepared, w: Window) -> np.ndarray:
     """HTA's event set of a window: CPU events that start inside it, the GPU events their launches
     made (wherever they ran), and every Stream Wait Event."""
-    cpu = p.kept & (p.stream == -1) & (p.ts >= w.start) & (p.ts <= w.end) & (p.dur > 0)
+    cpu = p.cpu_kept & (p.ts >= w.start) & (p.ts <= w.end)
     launched = np.zeros(len(cpu), dtype=bool)
-    gpu_rows = np.flatnonzero(p.kept & (p.stream != -1) & (p.partner >= 0))
-    launched[gpu_rows] = cpu[p.partner[gpu_rows]]
-    return cpu | launched | (p.kept & (p.text == "Stream Wait Event"))
+    launched[p.gpu_kept] = cpu[p.partner[p.gpu_kept]]
+    return cpu | launched | p.stream_waits
 
 
 def _cpu_edges(g: Graph, clipped: np.ndarray) -> None:
@@ -353,8 +369,9 @@ def _call_tree(p: Prepared, rows: list[int]) -> tuple[dict[int, list[int]], dict
     time ends before starts, longer events start first and shorter ones end first, then by order
     in the trace. An end pops the top of the stack, whatever it is."""
     marks = []
+    times, durs = p.times, p.durs
     for i in rows:
-        ts, dur = float(p.ts[i]), float(p.dur[i])
+        ts, dur = times[2 * i], durs[i]
         marks.append((ts, 1, -dur, i, i))
         marks.append((ts + dur, 0, dur, -i, i))
     marks.sort()
@@ -380,7 +397,7 @@ def _thread_edges(g: Graph, tree: tuple[dict[int, list[int]], dict[int, int]]) -
     todo = [(c, True) for c in reversed(children[-1])]
     while todo:
         e, entering = todo.pop()
-        node = bool(g.has_node[e])
+        node = e in g.nodes
         if entering:
             todo.append((e, False))
             todo += [(c, True) for c in reversed(children[e])]
@@ -394,7 +411,7 @@ def _thread_edges(g: Graph, tree: tuple[dict[int, list[int]], dict[int, int]]) -
             last, last_parent = 2 * e, parent[e]
         elif node:
             depth -= 1
-            blocking = p.text[e] in BLOCKING
+            blocking = p.texts[e] in BLOCKING
             attributed = (last >> 1) if not last & 1 else e
             g.add(last, 2 * e + 1, OPERATOR, attributed, zero=blocking)
             if depth == 0:
@@ -407,26 +424,26 @@ def _gpu_edges(g: Graph, clipped: np.ndarray) -> None:
     """Kernel spans, launch delays, kernel-to-kernel gaps and syncs, in the order the GPU events
     ran (a sync at its end) (_construct_graph_from_kernels)."""
     p = g.p
-    rows = np.flatnonzero(clipped & ((p.stream != -1) | np.isin(p.text, list(GPU_SIDE_SYNCS))) & (p.partner >= 0))
+    rows = np.flatnonzero(clipped & ((p.stream != -1) | p.gpu_sync) & (p.partner >= 0))
     key = np.where(p.kind[rows] == SYNC, p.ts[rows] + p.dur[rows], p.ts[rows])
     last_node: dict[int, int] = {}
     waits_for: dict[int, int] = {}
     for k in rows[np.argsort(key, kind="stable")].tolist():
-        if p.kind[k] == SYNC:
+        if p.kinds[k] == SYNC:
             _sync_edges(g, k, last_node, waits_for)
             continue
-        stream = int(p.stream[k])
+        stream = p.streams[k]
         g.add(2 * k, 2 * k + 1, OPERATOR, k)
         src = waits_for.pop(k, None)
-        if src is not None and g.has_node[src]:
+        if src is not None and src in g.nodes:
             g.add(2 * src + 1, 2 * k, SYNC_DEPENDENCY)
         else:
             src = None
-        runtime = int(p.partner[k])
-        launched_at = float(p.ts[runtime])
+        runtime = p.partners[k]
+        launched_at = g.time(2 * runtime)
         prev = last_node.get(stream)
-        if p.queue[runtime] == 1 and p.queue[k] == 0 and (prev is None or g.time(prev) < launched_at) \
-                and (src is None or g.time(2 * src + 1) < launched_at) and g.has_node[runtime]:
+        if p.queues[runtime] == 1 and p.queues[k] == 0 and (prev is None or g.time(prev) < launched_at) \
+                and (src is None or g.time(2 * src + 1) < launched_at) and runtime in g.nodes:
             g.add(2 * runtime, 2 * k, LAUNCH_DELAY)
         elif prev is not None and (src is None or g.time(2 * src + 1) < g.time(prev)):
             g.add(prev, 2 * k, KERNEL_KERNEL, prev >> 1)
@@ -435,27 +452,27 @@ def _gpu_edges(g: Graph, clipped: np.ndarray) -> None:
 
 def _sync_edges(g: Graph, y: int, last_node: dict[int, int], waits_for: dict[int, int]) -> None:
     p = g.p
-    caller = int(p.partner[y])
-    if not g.has_node[caller]:
+    caller = p.partners[y]
+    if caller not in g.nodes:
         return
-    kind = p.text[y]
+    kind = p.texts[y]
     if kind == "Context Sync":
         for node in list(last_node.values()):
             g.add(node, 2 * caller + 1, SYNC_DEPENDENCY)
     elif kind == "Stream Sync":
-        node = last_node.get(int(p.stream[y]))
+        node = last_node.get(p.streams[y])
         if node is not None:
             g.add(node, 2 * caller + 1, SYNC_DEPENDENCY)
     elif kind in ("Event Sync", "Stream Wait Event"):
         launch = p.previous_launch.get(int(p.wait_record[y]))
         if launch is None:
             return
-        src = int(p.partner[launch])
+        src = p.partners[launch]
         if kind == "Event Sync":
-            if g.has_node[src]:
+            if src in g.nodes:
                 g.add(2 * src + 1, 2 * caller + 1, SYNC_DEPENDENCY)
         elif caller in p.next_launch:
-            waits_for[int(p.partner[p.next_launch[caller]])] = src
+            waits_for[p.partners[p.next_launch[caller]]] = src
 
 
 def _bound(p: Prepared, kind: int, attributed: int) -> int:
@@ -465,14 +482,14 @@ def _bound(p: Prepared, kind: int, attributed: int) -> int:
         return LAUNCH_OVERHEAD
     if kind != OPERATOR:
         return NO_BOUND
-    if attributed < 0 or p.stream[attributed] < 0:
+    if attributed < 0 or p.streams[attributed] < 0:
         return CPU
-    return GPU_COMMUNICATION if _NCCL_KERNEL.match(p.text[attributed]) else GPU_COMPUTE
+    return GPU_COMMUNICATION if _NCCL_KERNEL.match(p.texts[attributed]) else GPU_COMPUTE
 
 
 def critical_path(p: Prepared, w: Window) -> Path:
     clipped = _clipped(p, w)
-    nodes = clipped & (np.isin(p.kind, NODE_KINDS) | ((p.stream != -1) & (p.partner >= 0)))
+    nodes = clipped & p.node_kind
     g = Graph(p, nodes)
     _cpu_edges(g, clipped)
     _gpu_edges(g, clipped)
@@ -481,7 +498,7 @@ def critical_path(p: Prepared, w: Window) -> Path:
     for u, v in zip(path, path[1:]):
         weight, kind, attributed = g.edges[(u, v)]
         event = attributed if attributed >= 0 else (v >> 1 if kind == LAUNCH_DELAY else u >> 1)
-        edges.append((kind, _bound(p, kind, attributed), p.text[event] if attributed >= 0 or kind == LAUNCH_DELAY
+        edges.append((kind, _bound(p, kind, attributed), p.texts[event] if attributed >= 0 or kind == LAUNCH_DELAY
                       else None, p.track(event), g.time(u), weight))
     span = g.time(path[-1]) - g.time(path[0]) if path else 0.0
     return Path(w, edges, len({n >> 1 for n in path}), span)
