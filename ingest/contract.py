@@ -126,3 +126,6 @@ class Format:
     claims_directory: Callable[[PurePath], bool] | None = None
     run_facts: Callable[[PurePath], dict] | None = None
     after_load: Callable[[Any, str, list], Parsed] | None = None
+    # CPU a byte of it costs to parse, against the NDJSON logs the parse executor's thresholds
+    # were measured on (ingest/workers.py): where more than one worker starts to pay
+    parse_cost: float = 1.0

@@ -401,7 +401,8 @@ def _parsed_in_order(files: list[InputFile]) -> Iterator[InputFile]:
     already pass through."""
     todo = [f for f in files if f.parsed is None]
     calls = [(f.label, (f.path, f.format.name, f.label)) for f in todo]
-    with closing(workers.in_order(parse_input, calls, parse_jobs(files))) as results:
+    cost = sum(f.source.bytes * f.format.parse_cost for f in todo)
+    with closing(workers.in_order(parse_input, calls, parse_jobs(files), cost)) as results:
         for f in files:
             if f.parsed is None:
                 f.parsed, f.started = next(results)

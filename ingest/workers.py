@@ -58,8 +58,9 @@ def gc_paused():
             gc.enable()
 
 
-def in_order(fn: Callable, calls: list[tuple[str, tuple]], n: int) -> Iterator:
-    """fn(*args) for each (input name, args) of `calls`, the results in call order.
+def in_order(fn: Callable, calls: list[tuple[str, tuple]], n: int, cost: float | None = None) -> Iterator:
+    """fn(*args) for each (input name, args) of `calls`, the results in call order; `cost`: what
+    they cost to parse, in bytes of NDJSON (default: their files' bytes).
 
     With n > 1 the caller is one of n parsers. n - 1 worker processes start meanwhile (a
     forkserver takes a few tenths of a second to import the formats) and then each takes
@@ -69,8 +70,8 @@ def in_order(fn: Callable, calls: list[tuple[str, tuple]], n: int) -> Iterator:
     a module-level function (one of a PRELOAD module starts warm); a worker's IngestError
     passes through, a dead worker becomes one.
     """
-    if n <= 1 or len(calls) < 2 or (options.current().parse_jobs is None
-                                     and _input_bytes(calls) < WORKERS_MIN_BYTES):
+    cost = _input_bytes(calls) if cost is None else cost
+    if n <= 1 or len(calls) < 2 or (options.current().parse_jobs is None and cost < WORKERS_MIN_BYTES):
         for _, args in calls:
             with gc_paused():
                 result = fn(*args)

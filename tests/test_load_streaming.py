@@ -1,10 +1,12 @@
 """Ingest inserts parsed data in bounded flushes inside one transaction: memory stays small, the run stays all or nothing."""
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from polytrace import store
-from polytrace.ingest import load
+from polytrace.ingest import load, registry, workers
 from polytrace.ingest.contract import IngestError
 from polytrace.ingest.load import ingest_paths
 from polytrace.store.runs import data_tables
@@ -145,3 +147,26 @@ def test_parse_workers_that_cannot_start_are_said_and_the_caller_parses_alone(tm
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[None, None, None]"
     assert "parse workers did not start (AF_UNIX path too long): parsing in one process" in out.stderr
+
+
+def test_the_executor_weighs_each_input_by_its_format_s_parse_cost(tmp_path, monkeypatch):
+    """A Kineto byte costs 2.5 NDJSON bytes (its critical paths): that is what in_order hears."""
+    heard = []
+
+    def listening(fn, calls, n, cost=None):
+        heard.append(cost)
+        return real(fn, calls, n, cost)
+
+    real = workers.in_order
+    monkeypatch.setattr(workers, "in_order", listening)
+    jsonl = steps(tmp_path, 2)
+    trace = tmp_path / "rank0.json"
+    trace.write_bytes(registry.get("kineto").sample().files["rank0.json"])
+    ingest_paths(store.open(tmp_path / "w.duckdb"), [*jsonl, trace])
+    ndjson = sum(p.stat().st_size for p in jsonl)
+    assert heard == [ndjson + 2.5 * trace.stat().st_size]
+
+
+def test_below_the_cost_threshold_the_caller_parses_every_input_itself():
+    calls = [(str(i), ()) for i in range(4)]
+    assert set(workers.in_order(os.getpid, calls, 2, cost=workers.WORKERS_MIN_BYTES - 1)) == {os.getpid()}

@@ -273,6 +273,9 @@ FORMAT = Format(
     parse=parse,
     sample=sample,
     after_load=after_load,
+    # its critical paths (a graph per profiler step): 39 MB of JSON per CPU-second (bench/kineto.py,
+    # 2026-12-07), where the multi-turn NDJSON ingest read 92 (issue 42's measure)
+    parse_cost=2.5,
     description="PyTorch profiler (Kineto) Chrome-trace JSON, one file per rank (.json or .json.gz; "
                 "archives of rank files too): GPU kernels, memcpys, memsets and ProfilerStep windows",
 )
