@@ -34,6 +34,7 @@ sys.path.insert(0, str(ROOT))
 
 from polytrace import store  # noqa: E402
 from polytrace.ingest.live import Chunk, live_run_id  # noqa: E402
+from polytrace.ingest.options import POLL_S  # noqa: E402
 from polytrace.ingest.load import append_chunk  # noqa: E402
 from polytrace.queries import overview  # noqa: E402
 from polytrace.store.aggregates import materialize  # noqa: E402
@@ -202,7 +203,7 @@ def main() -> None:
     delays = line_to_chart(args.steps, browser)
     target = "the run page's chart draws it" if browser else "GET /api/runs/{id}/live reports it"
     print(f"line written -> {target}: median {statistics.median(delays):.2f} s, max {max(delays):.2f} s "
-          f"over {len(delays)} steps (watcher poll 0.5 s, page poll 1 s)")
+          f"over {len(delays)} steps (watcher poll {POLL_S} s, the page's poll held until the run changes)")
 
 
 if __name__ == "__main__":

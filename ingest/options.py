@@ -28,7 +28,7 @@ class IngestOptions:
 # A follower's defaults (ingest/live.py): a step file or trace unchanged SETTLE_S seconds is
 # complete, and new bytes are looked for every POLL_S seconds.
 SETTLE_S = 10.0
-POLL_S = 0.5
+POLL_S = 0.2
 
 _current: ContextVar[IngestOptions] = ContextVar("polytrace_ingest_options", default=IngestOptions())
 

@@ -13,6 +13,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -528,9 +529,20 @@ def test_a_pusher_resumes_from_what_the_server_committed_and_etags_follow_writes
         assert httpx.get(srv.url + path, headers={"If-None-Match": etag}).status_code == 304, path
     assert httpx.get(f"{srv.url}/api/runs/{other}", headers={"If-None-Match": tag}).status_code == 304
     runs_tag = httpx.get(f"{srv.url}/api/runs").headers["ETag"]
-    appended = httpx.post(url, params={"file": "output.log", "offset": status["files"]["output.log"]["committed"]},
-                          content=b"step:30 - timing_s/step:5.0\n", headers={"Authorization": "Bearer s3cret"})
+    # a poll that names the current ETag and may wait is held until the next write, and answers it
+    live_url = f"{srv.url}/api/runs/{run_id}/live"
+    live_tag_now = httpx.get(live_url).headers["ETag"]
+    assert httpx.get(live_url, params={"wait": 11}, headers={"If-None-Match": live_tag_now}).status_code == 422
+    with ThreadPoolExecutor(1) as pool:
+        held = pool.submit(httpx.get, live_url, params={"wait": 10}, headers={"If-None-Match": live_tag_now},
+                           timeout=30)
+        time.sleep(0.5)  # the poll is at the server, waiting
+        appended = httpx.post(url, params={"file": "output.log",
+                                           "offset": status["files"]["output.log"]["committed"]},
+                              content=b"step:30 - timing_s/step:5.0\n", headers={"Authorization": "Bearer s3cret"})
+        answer = held.result()
     assert appended.json()["steps"] == [30]
+    assert answer.status_code == 200 and answer.json()["last_step"] == 30
     assert httpx.get(f"{srv.url}/api/runs/{run_id}", headers={"If-None-Match": live_tag}).status_code == 200
     assert httpx.get(f"{srv.url}/api/runs", headers={"If-None-Match": runs_tag}).status_code == 200
     assert httpx.get(f"{srv.url}/api/runs/{other}", headers={"If-None-Match": tag}).status_code == 304

@@ -329,6 +329,13 @@ async function refreshAll(newMarks) {
   listeners.forEach(fn => fn(range, bounds));
 }
 
+// Mark `newMarks` (run_id -> findings) on the charts drawn, with the rows they have.
+function remark(newMarks) {
+  if (JSON.stringify(newMarks) === JSON.stringify(marks)) return;
+  marks = newMarks;
+  entries.filter(e => e.drawn).forEach(draw);
+}
+
 // Give side-by-side charts the same y (and colour) scale so that they compare by eye.
 // Each side may show durations in its own unit: ranges are compared in the columns' unit.
 // Heatmaps on an anchored scale already share it.
@@ -357,6 +364,6 @@ async function matchAxes(els) {
 matchMedia("(prefers-color-scheme: dark)").addEventListener("change",
                                                            () => entries.filter(e => e.drawn).forEach(draw));
 
-export {page, draw, setRange, refreshAll, matchAxes, esc, fmtNumber};
-export const PolyCharts = {page, draw, setRange, refreshAll, matchAxes, onRange, entries, esc, fmtNumber};
+export {page, draw, setRange, refreshAll, remark, matchAxes, esc, fmtNumber};
+export const PolyCharts = {page, draw, setRange, refreshAll, remark, matchAxes, onRange, entries, esc, fmtNumber};
 window.PolyCharts = PolyCharts;

@@ -1,16 +1,18 @@
-// A live run's page follows its training. It polls GET /api/runs/{id}/live every second with
-// If-None-Match: the server answers 304 until a write changes the run (its ETag is the run's write
-// generation), so a quiet run costs one header exchange a second. When the run changed, every chart
-// re-fetches its rows in place (PolyCharts.refreshAll: a step range the user chose stays, else the
-// charts follow the newest steps) and the parts of the page that follow the run come as the server
-// renders them (GET /runs/{id}/live-parts): the header's facts and the findings list. A finding that
+// A live run's page follows its training. It polls GET /api/runs/{id}/live with If-None-Match and
+// ?wait=: the server holds the poll until a write changes the run (its ETag is the run's write
+// generation) or WAIT_S pass, then answers 304, so a new step shows as it lands and a quiet run
+// costs one header exchange every WAIT_S. When the run changed, every chart re-fetches its rows in
+// place (PolyCharts.refreshAll: a step range the user chose stays, else the charts follow the
+// newest steps) while the parts of the page that follow the run come as the server renders them
+// (GET /runs/{id}/live-parts): the header's facts, the findings list and the charts' marks. A finding that
 // was not there before is announced at the top of the page, in its current words for as long as it
 // is found; charts that got data since the page was drawn are added to it in place. A run that
 // nobody follows is polled no more.
 import {PolyCharts} from "./charts.js";
 
 export const PolyLive = (() => {
-  const POLL_MS = 1000;
+  const WAIT_S = 5;
+  const POLL_MS = 1000;  // at least this between polls the server did not hold (one that cannot wait)
   const IDLE_POLL_MS = 5000;  // live once, quiet now: still looked at, less often
 
   const clock = iso => iso ? new Date(iso).toLocaleTimeString([], {hour12: false}) : "";
@@ -123,22 +125,28 @@ export const PolyLive = (() => {
     const base = `/api/runs/${encodeURIComponent(runId)}`;
     let etag = null;
 
+    // The charts' rows and the parts at once: the charts do not wait for the findings, and are
+    // marked again should the findings have changed.
     async function refresh() {
-      const res = await fetch(`/runs/${encodeURIComponent(runId)}/live-parts`, {cache: "no-store"});
-      const parts = res.ok ? await res.json() : null;
-      await PolyCharts.refreshAll(parts?.marks);
-      if (parts) {
-        show(page, parts, known);
-        await addCharts(parts.charts, parts.marks);
+      const parts = fetch(`/runs/${encodeURIComponent(runId)}/live-parts`, {cache: "no-store"})
+        .then(res => res.ok ? res.json() : null);
+      await PolyCharts.refreshAll();
+      const got = await parts;
+      if (got) {
+        PolyCharts.remark(got.marks);
+        show(page, got, known);
+        await addCharts(got.charts, got.marks);
       }
     }
 
     async function poll() {
       let live = null;
+      const sent = Date.now();
       try {
-        const res = await fetch(`${base}/live`, {cache: "no-store", headers: etag ? {"If-None-Match": etag} : {}});
+        const res = await fetch(`${base}/live?wait=${etag ? WAIT_S : 0}`,
+                                {cache: "no-store", headers: etag ? {"If-None-Match": etag} : {}});
         if (res.status === 200) {
-          live = await res.json();
+          live = {...await res.json(), changed: true};
           badge(el, live);
           // a page drawn before the run's first step has no chart to refresh: draw it anew, once
           const key = `polytrace-live-drawn-${runId}`;
@@ -159,7 +167,10 @@ export const PolyLive = (() => {
       } catch (e) {
         live = {live: el.dataset.live === "1", source: true};  // a restarting server: ask again
       }
-      if (live && live.source) setTimeout(poll, live.live ? POLL_MS : IDLE_POLL_MS);
+      if (live && live.source) {
+        const held = live.changed || Date.now() - sent >= POLL_MS;
+        setTimeout(poll, !live.live ? IDLE_POLL_MS : held ? 0 : POLL_MS);
+      }
     }
     poll();
   }

@@ -51,6 +51,14 @@ class AppendedBody(BaseModel):
 
 # A run that got an append this recently is live, even when no directory of this server feeds it.
 LIVE_WINDOW_S = 300
+# A poll that names the run's current ETag may wait this long for its next write (a long poll: the
+# page learns of a new step as it lands, not at its next poll), looking every LONG_POLL_TICK_S.
+LONG_POLL_MAX_S = 10.0
+LONG_POLL_TICK_S = 0.05
+WaitParam = Annotated[float, QueryParam(
+    ge=0, le=LONG_POLL_MAX_S,
+    description="With If-None-Match naming the run's current ETag: wait up to this many seconds for "
+                "the run's next write before answering 304")]
 
 
 # One append's bytes are held in memory: a log is sent in chunks, a step file or trace whole.
@@ -90,9 +98,10 @@ def _live_status(run_id: str, followed: bool, cur) -> dict | None:
 
 
 async def live_status(run_id: RunIdPath, request: Request, response: Response, db: DbDep,
-                      settings: SettingsDep) -> Any:
-    """Polled by the run page (and a pusher resuming): answers 304 while nothing changed."""
-    etag = db.etag([run_id])
+                      settings: SettingsDep, wait: WaitParam = 0.0) -> Any:
+    """Polled by the run page (and a pusher resuming): answers 304 while nothing changed, after
+    waiting up to `wait` seconds for a change."""
+    etag = await _next_etag(request, db, run_id, wait)
     if unchanged := not_modified(request, etag):
         return unchanged
     watching = getattr(request.app.state, "watching", None)
@@ -103,6 +112,17 @@ async def live_status(run_id: RunIdPath, request: Request, response: Response, d
         raise ApiError(404, f"unknown run {run_id!r}")
     response.headers.update(validators(etag))
     return status
+
+
+async def _next_etag(request: Request, db, run_id: str, wait: float) -> str:
+    """The run's ETag: at once if it is not the one the request names, else once it changes, or
+    after `wait` seconds, or when the client has gone."""
+    etag = db.etag([run_id])
+    deadline = anyio.current_time() + wait
+    while not_modified(request, etag) and anyio.current_time() < deadline and not await request.is_disconnected():
+        await anyio.sleep(LONG_POLL_TICK_S)
+        etag = db.etag([run_id])
+    return etag
 
 
 def _append_body() -> dict:
