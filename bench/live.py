@@ -186,7 +186,8 @@ REFRESHED = """([k, before]) => { const b = document.getElementById('live-badge'
     return b.dataset.lastStep === String(k) && Number(b.dataset.refreshed || 0) > before; }"""
 
 
-def _in_browser(url: str, run_id: str, log: Path, appended: list[bytes], first: int, bucketed: bool) -> list[float]:
+def _in_browser(url: str, run_id: str, log: Path, appended: list[bytes], first: int,
+                bucketed: bool) -> list[float]:
     from playwright.sync_api import sync_playwright
 
     delays = []

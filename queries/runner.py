@@ -187,8 +187,8 @@ def no_rows(con: duckdb.DuckDBPyConnection, queries: list[Query]) -> dict[str, A
         return {}
     probe = ", ".join(f'CAST(NULL AS {t}) AS "{i}"' for i, t in enumerate(types))
     arrow_type = dict(zip(types, DuckDB(con).arrow(f"SELECT {probe}", {}, 0)[0].schema.types))
-    return {q.name: Answer(pa.schema([pa.field(c.name, arrow_type[c.type]) for c in q.columns]).empty_table(), False)
-            for q in queries}
+    schemas = {q.name: pa.schema([pa.field(c.name, arrow_type[c.type]) for c in q.columns]) for q in queries}
+    return {name: Answer(schema.empty_table(), False) for name, schema in schemas.items()}
 
 
 def _arrow(engine: Engine, query: Query, bound: dict, row_cap: int | None) -> tuple[pa.Table, bool]:

@@ -119,7 +119,8 @@ async def _next_etag(request: Request, db, run_id: str, wait: float) -> str:
     after `wait` seconds, or when the client has gone."""
     etag = db.etag([run_id])
     deadline = anyio.current_time() + wait
-    while not_modified(request, etag) and anyio.current_time() < deadline and not await request.is_disconnected():
+    while (not_modified(request, etag) and anyio.current_time() < deadline
+           and not await request.is_disconnected()):
         await anyio.sleep(LONG_POLL_TICK_S)
         etag = db.etag([run_id])
     return etag
