@@ -38,8 +38,10 @@ export const PolyLive = (() => {
     }
   }
 
-  // Announce the findings of the list in `box` that were not `known`, and make them stand out; an
-  // announcement already made follows its finding's words, and goes when the finding does.
+  // Announce the findings of the list in `box` that were not `known` (on the list as last shown),
+  // and make them stand out; an announcement already made follows its finding's words, and goes
+  // when the finding does. A finding that comes back (a drift falls silent while the lengths pass
+  // through their start's band, then speaks of the fall) is new again.
   function announce(box, alerts, known) {
     const found = new Map([...box.querySelectorAll("li.finding")].map(li => [li.dataset.kind, li]));
     for (const alert of alerts.querySelectorAll(".live-alert[data-kind]")) {
@@ -47,6 +49,7 @@ export const PolyLive = (() => {
       if (li) say(alert, li);
       else alert.remove();
     }
+    for (const kind of [...known].filter(kind => !found.has(kind))) known.delete(kind);
     for (const [kind, li] of found) {
       if (known.has(kind)) continue;
       known.add(kind);
