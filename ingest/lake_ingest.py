@@ -91,8 +91,7 @@ def _known_runs(con, lake: Path) -> None:
 def _parse_to_staging(files: list[load.InputFile], staging: Path, jobs: int | None) -> None:
     calls = [(f.label, (i, f.path, f.format.name, f.label, staging)) for i, f in enumerate(files)]
     n = jobs or workers.jobs()
-    cost = sum(f.source.bytes * f.format.parse_cost for f in files)
-    with closing(workers.in_order(parse_to_parquet, calls, n, cost)) as done:
+    with closing(workers.in_order(parse_to_parquet, calls, n, load.parse_cost(files))) as done:
         for f, (tables, run, warnings, deferred, started) in zip(files, done):
             f.parsed = Parsed(tables={t: pq.read_table(p) for t, p in tables.items()}, run=run,
                               warnings=warnings, deferred=deferred)

@@ -396,13 +396,17 @@ def parse_jobs(files: list[InputFile]) -> int:
     return min(workers.jobs(), len(todo))
 
 
+def parse_cost(files: list[InputFile]) -> float:
+    """What parsing these inputs costs, in bytes of NDJSON (Format.parse_cost)."""
+    return sum(f.source.bytes * f.format.parse_cost for f in files)
+
+
 def _parsed_in_order(files: list[InputFile]) -> Iterator[InputFile]:
     """Each input, parsed, in input order (by the parse executor); inputs the caller parsed
     already pass through."""
     todo = [f for f in files if f.parsed is None]
     calls = [(f.label, (f.path, f.format.name, f.label)) for f in todo]
-    cost = sum(f.source.bytes * f.format.parse_cost for f in todo)
-    with closing(workers.in_order(parse_input, calls, parse_jobs(files), cost)) as results:
+    with closing(workers.in_order(parse_input, calls, parse_jobs(files), parse_cost(todo))) as results:
         for f in files:
             if f.parsed is None:
                 f.parsed, f.started = next(results)

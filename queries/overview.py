@@ -63,12 +63,14 @@ def silent(query: Query, holding: set[str]) -> bool:
 def holding(con, run_id: str, queries: list[Query], limits: Limits = REFRESH_LIMITS) -> set[str]:
     """The inputs that hold a row of the run: the store's tables (one statement), and each probed
     view the queries read that some table under it holds a row for (asked in one more)."""
-    tables = runs.holding(con, run_id)
+    params = {"run_id": run_id}
+    rows_of = {t: f'SELECT 1 FROM "{t}" WHERE run_id = $run_id' for t in runs.run_tables(con)}
+    tables = having_rows(con, rows_of, params, limits)
     views = load_views()
     read = {name for q in queries for name in q.inputs if name in views}
     asked = sorted(name for name in read if _under(name, views) & tables)
     probes = {name: compose(f"SELECT 1 FROM {name}", views)[0] for name in asked}
-    return tables | having_rows(con, probes, {"run_id": run_id}, limits)
+    return tables | having_rows(con, probes, params, limits)
 
 
 def _under(name: str, views: dict[str, View]) -> frozenset[str]:

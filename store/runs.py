@@ -37,13 +37,10 @@ def row_counts(con: duckdb.DuckDBPyConnection, run_id: str) -> dict[str, int]:
     return counts
 
 
-def holding(con: duckdb.DuckDBPyConnection, run_id: str) -> set[str]:
-    """The tables (aggregates and runs included, the derived answers not) that hold a row of the
-    run, found in one statement."""
-    tables = [t for t in [*data_tables(con), "runs"] if t not in DERIVED]
-    probes = " UNION ALL ".join(f"SELECT '{t}' WHERE EXISTS (SELECT 1 FROM \"{t}\" WHERE run_id = $run_id)"
-                                for t in tables)
-    return {r[0] for r in con.execute(probes, {"run_id": run_id}).fetchall()}
+def run_tables(con: duckdb.DuckDBPyConnection) -> list[str]:
+    """The tables a run's rows are in: runs, the data tables and their aggregates, not the answers
+    derived from them."""
+    return [t for t in [*data_tables(con), "runs"] if t not in DERIVED]
 
 
 def count(con: duckdb.DuckDBPyConnection) -> int:

@@ -16,11 +16,11 @@ from polytrace.queries.catalog import (
     load_catalog,
     load_query,
     load_views,
+    parse_query,
     parse_view,
 )
 from polytrace.queries.findings import finding_queries
 from polytrace.queries.runner import no_rows, run, run_each
-from polytrace.store.runs import holding
 from tests.goldens import case_names, load_case
 from tests.test_live import same
 
@@ -64,8 +64,8 @@ def test_a_probed_view_is_an_input_itself_and_is_asked_only_where_its_tables_hol
     assert catalog["async_idle"].inputs == {"async_pools"}
     quiet, loud = load_case("findings"), load_case("async")
     queries = list(NEEDED.values())
-    assert overview.holding(quiet, "r1", queries) == holding(quiet, "r1")
-    assert "canonical_metrics" in holding(quiet, "r1")
+    assert overview.holding(quiet, "r1", queries) == overview.holding(quiet, "r1", [])
+    assert "canonical_metrics" in overview.holding(quiet, "r1", [])
     assert {"async_metrics", "async_pools"} <= overview.holding(loud, "r1", queries)
     assert not overview.holding(loud, "r1", [NEEDED["length_histogram"]]) & {"async_metrics", "async_pools"}
 
@@ -75,6 +75,8 @@ def test_probed_takes_yes_only():
     with pytest.raises(CatalogError, match="probed"):
         parse_view("v", text.format("no"))
     assert parse_view("v", text.format("yes")).probed
+    with pytest.raises(CatalogError, match="for a view"):
+        parse_query("q", "-- name: q\n-- probed: yes\n-- @column x INTEGER fmt=count  X.\nSELECT 1 AS x")
 
 
 def test_a_site_s_own_query_is_taken_to_read_everything():
@@ -106,7 +108,7 @@ def beside_a_bare_run():
 def test_a_query_whose_tables_lack_the_run_answers_nothing(name, beside_a_bare_run):
     """The rule `silent` rests on."""
     for case, con in beside_a_bare_run.items():
-        assert holding(con, "bare") == {"runs"}
+        assert overview.holding(con, "bare", []) == {"runs"}
         assert run(con, NEEDED[name], {"run_id": "bare"}).table.num_rows == 0, case
 
 
@@ -143,7 +145,7 @@ def test_an_nsys_export_refreshes_to_what_every_query_answers(shared_data, tmp_p
     con = store.open(tmp_path / "nsys.duckdb")
     try:
         run_id = service.ingest_run(con, [export]).run_ids[0]
-        assert {"gpu_events", "kernel_names"} <= holding(con, run_id)
+        assert {"gpu_events", "kernel_names"} <= overview.holding(con, run_id, [])
         kept = {q: answers.read_kept(con, run_id, q) for q in NEEDED}
         assert_same_answers(kept, every_answer(con, run_id))
     finally:

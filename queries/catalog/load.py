@@ -18,7 +18,8 @@ from polytrace.store.aggregates import names as aggregate_names
 from polytrace.store.migrate import schema_sql, views_sql
 
 _CREATE_TABLE = re.compile(r"CREATE\s+TABLE\s+(?:IF\s+NOT\s+EXISTS\s+)?(\w+)", re.IGNORECASE)
-_CREATE_VIEW = re.compile(r"CREATE\s+(?:OR\s+REPLACE\s+)?VIEW\s+(\w+)\s+AS\b(.*?);", re.IGNORECASE | re.DOTALL)
+_CREATE_VIEW = re.compile(r"CREATE\s+(?:OR\s+REPLACE\s+)?VIEW\s+(\w+)\s+AS\b(.*?);",
+                          re.IGNORECASE | re.DOTALL)
 
 def _sql_files(folder) -> list:
     return sorted((e for e in folder.iterdir() if e.name.endswith(".sql")), key=lambda e: e.name)
@@ -45,9 +46,8 @@ def load_views() -> dict[str, View]:
     tables = set(store_relations())
     for view in views.values():
         lint_view(view, views, tables)
-    for view in views.values():
-        views_needed(view.sql, views)  # a cycle is a CatalogError
-    for name in views_needed(" ".join(f"FROM {name}" for name in views), views):  # each after what it reads
+    # every view, each after the views it reads (a cycle is a CatalogError)
+    for name in views_needed(" ".join(f"FROM {name}" for name in views), views):
         views[name] = replace(views[name], inputs=inputs(views[name].sql, views, store_relations()))
     return views
 

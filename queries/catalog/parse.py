@@ -129,6 +129,8 @@ def parse_query(name: str, text: str, source: str | None = None) -> Query:
         raise CatalogError(f"{source}: declares name {p.meta['name']!r}")
     if p.meta.get("stored", "yes") != "yes":
         raise CatalogError(f"{source}: `-- stored:` takes yes, got {p.meta['stored']!r}")
+    if "probed" in p.meta:
+        raise CatalogError(f"{source}: `-- probed:` is for a view (queries/views/), not a query")
     return Query(
         name=name,
         title=p.meta.get("title", name.replace("_", " ").capitalize()),
