@@ -36,6 +36,12 @@ def refresh(con, run_ids: list[str]) -> None:
     overview.refresh(con, run_ids)
 
 
+def keep_sums(con, run_ids: list[str], sums: tuple[list[dict], list[tuple]]) -> None:
+    """These runs' overview lines and stored answers as queries.overview.summed computed them off the
+    writer, from the runs as they are now."""
+    overview.keep(con, run_ids, sums)
+
+
 def refresh_stale(con) -> list[str]:
     """The runs an older catalog summed up (or a write left unsummed), summed up again; their ids."""
     stale = overview.stale(con)

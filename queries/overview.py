@@ -93,6 +93,12 @@ def computed(con, run_id: str, limits: Limits = REFRESH_LIMITS) -> dict[str, Ans
 def refresh(con, run_ids: list[str], limits: Limits = REFRESH_LIMITS) -> None:
     """Recompute these runs' overview lines and stored answers (those runs that exist), in one
     transaction of the caller's connection; each query within `limits` (QueryTimeout past them)."""
+    keep(con, run_ids, summed(con, run_ids, limits))
+
+
+def summed(con, run_ids: list[str], limits: Limits = REFRESH_LIMITS) -> tuple[list[dict], list[tuple]]:
+    """These runs' overview lines and stored answers (run, query, answer), computed (only reads):
+    what `keep` writes."""
     known = {r[0] for r in con.execute("SELECT run_id FROM runs WHERE list_contains($ids, run_id)",
                                        {"ids": run_ids}).fetchall()}
     lines, kept = [], []
@@ -100,6 +106,12 @@ def refresh(con, run_ids: list[str], limits: Limits = REFRESH_LIMITS) -> None:
         got = computed(con, run_id, limits)
         lines.append(line(run_id, got["run_summary"], collect(got[q.name] for q in finding_queries())))
         kept += [(run_id, q.name, got[q.name]) for q in answers.stored_queries()]
+    return lines, kept
+
+
+def keep(con, run_ids: list[str], sums: tuple[list[dict], list[tuple]]) -> None:
+    """Replace these runs' overview lines and stored answers with `sums` (summed), in one transaction."""
+    lines, kept = sums
     if not lines:
         return
     catalog, now = digest(), datetime.now(timezone.utc).replace(tzinfo=None)

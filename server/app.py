@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import secrets
+from functools import partial
 
 import duckdb
 from contextlib import asynccontextmanager
@@ -39,7 +40,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     lines, stale = None, None
     if not settings.lake:  # runs an older catalog summed up get their overview line again
         stale = _refreshed(db)
-        lines = OverviewLines(db.write).start()  # live runs' lines, off the append path
+        # live runs' lines, off the append path, summed up without the writer
+        read = partial(db.read, timeout_ms=None, what="the runs' overview lines", snapshot=False)
+        lines = OverviewLines(db.write, read=read, generation=lambda run_id: db.etag([run_id])).start()
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):

@@ -186,7 +186,8 @@ class Database:
 
     def write(self, fn: Callable[[duckdb.DuckDBPyConnection], T], runs: list[str] | None = None) -> T:
         """Run fn on a writing cursor; one writer at a time. `runs`: the only runs fn may change
-        (a live append), so the other runs keep their ETags; None: any run."""
+        (a live append), so the other runs keep their ETags; [] for none (a write that keeps what
+        readers compute anyway: a run's overview line and answers); None: any run."""
         with self._write_lock, self._cursor() as cur:
             try:
                 return fn(cur)

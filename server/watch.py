@@ -6,7 +6,8 @@ Every path commits through the service layer's `append` (ingest.load.append_chun
 with the file's committed offset). The run's line in the runs overview and its stored answers read every step of
 the run, so they are kept off the append path: OverviewLines refreshes them at most every
 OVERVIEW_EVERY_S during a burst of appends (less often for a run whose refresh is long, so that
-it holds the writer at most BUSY_SHARE of the time), and once more as soon as the run goes quiet.
+it takes at most BUSY_SHARE of the time), and once more as soon as the run goes quiet; in a server
+it sums the run up without holding the writer, which it takes only to keep the sums.
 """
 from __future__ import annotations
 
@@ -36,6 +37,7 @@ from polytrace.ingest.live import (
     record_note,
 )
 from polytrace import service
+from polytrace.queries import overview
 from polytrace.ingest.options import POLL_S, SETTLE_S, IngestOptions
 from polytrace.server.headlines import step_span
 
@@ -43,19 +45,28 @@ Say = Callable[[str], None]
 
 
 OVERVIEW_EVERY_S = 2.0   # during a burst of appends, a run's overview line at most this often
-BUSY_SHARE = 0.2         # and its refresh (which holds the writer) at most this share of the time
+BUSY_SHARE = 0.2         # and its refresh (a core's work) at most this share of the time
 QUIET_S = 1.0            # a run with no append for this long gets its line at once
+DROPPED_AT_MOST = 3      # sums of a run written while they were made, dropped in a row at most
 
 
 class OverviewLines:
     """The runs-overview lines of the live runs that changed, refreshed through `write(fn, runs)`:
-    by flush() from a follower's loop, or by its own thread in a server (start())."""
+    by flush() from a follower's loop, or by its own thread in a server (start()).
 
-    def __init__(self, write: Callable[..., Any], clock: Callable[[], float] = time.monotonic):
-        self.write, self.clock = write, clock
+    Given `read(fn)` (fn on a cursor of the same database that does not hold the writer) and
+    `generation(run)` (which changes with every write of the run), a refresh sums the run up
+    without the writer and takes it only to keep the sums, so that appends do not wait for it;
+    sums of a run written meanwhile are dropped, and after DROPPED_AT_MOST in a row the run's next
+    refresh holds the writer throughout (a run appended to faster than it sums up gets its line)."""
+
+    def __init__(self, write: Callable[..., Any], clock: Callable[[], float] = time.monotonic,
+                 read: Callable[..., Any] | None = None, generation: Callable[[str], Any] | None = None):
+        self.write, self.clock, self.read, self.generation = write, clock, read, generation
         self._marked: dict[str, float] = {}     # run -> its last append
         self._refreshed: dict[str, float] = {}  # run -> its line's last refresh
         self._took: dict[str, float] = {}       # run -> how long that refresh took (s)
+        self._dropped: dict[str, int] = {}      # run -> its sums dropped in a row
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -74,19 +85,42 @@ class OverviewLines:
             for r in due:
                 self._refreshed[r] = now_s
         for run_id, marked_at in due.items():
-            took = self.write(partial(self._refresh, run_id=run_id), [run_id])
+            took = self._sum_up(run_id)
             with self._lock:
                 self._took[run_id] = took
                 if self._marked.get(run_id) == marked_at:
                     del self._marked[run_id]
         return list(due)
 
+    def _sum_up(self, run_id: str) -> float:
+        """Refresh the run's line and answers; how long the summing took (s), a wait for the writer
+        left out. Its write names no run (write(fn, [])): the answers it keeps are those a reader
+        computes without them, so the run's ETag stays (a page that follows the run is not sent
+        what it has), while the run list's moves with every write."""
+        if self.read is None or self.generation is None or self._dropped.get(run_id, 0) >= DROPPED_AT_MOST:
+            self._dropped.pop(run_id, None)
+            return self.write(partial(self._refresh, run_id=run_id), [])
+        before = self.generation(run_id)
+        started = self.clock()
+        sums = self.read(partial(overview.summed, run_ids=[run_id]))
+        took = self.clock() - started
+        if self.write(partial(self._keep, run_id=run_id, sums=sums, before=before), []):
+            self._dropped.pop(run_id, None)
+        else:
+            self._dropped[run_id] = self._dropped.get(run_id, 0) + 1
+        return took
+
     def _refresh(self, con, run_id: str) -> float:
-        """Refresh the run's line and answers; how long that held the writer (s), its wait for the
-        writer left out."""
         started = self.clock()
         service.refresh(con, [run_id])
         return self.clock() - started
+
+    def _keep(self, con, run_id: str, sums: tuple, before: Any) -> bool:
+        """Keep the run's sums unless it was written since they began (then they are not its own)."""
+        if self.generation(run_id) != before:
+            return False
+        service.keep_sums(con, [run_id], sums)
+        return True
 
     def _every(self, run_id: str) -> float:
         """Seconds between two refreshes of the run during a burst of appends."""

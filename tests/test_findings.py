@@ -11,9 +11,9 @@ from polytrace import store
 from polytrace.cli import main
 from polytrace.ingest.load import ingest_paths
 from polytrace.queries import overview
-from polytrace.queries.findings import findings
+from polytrace.queries.findings import findings, stored
 from polytrace.server.app import create_app
-from polytrace.server.watch import BUSY_SHARE, OVERVIEW_EVERY_S, OverviewLines
+from polytrace.server.watch import BUSY_SHARE, DROPPED_AT_MOST, OVERVIEW_EVERY_S, OverviewLines
 from polytrace.settings import Settings
 from polytrace.store.runs import changed
 from tests.goldens import load_case
@@ -200,6 +200,51 @@ def test_two_reward_ranks_are_told_apart_by_their_tokens(shared_data, tmp_path):
     assert "56 s of waiting over 3 steps" in reward["text"]
     assert "the slower of the two ranks had fewer response tokens in 2 of 3 steps, so look at that " \
            "rank's verifier or sandbox" in reward["text"]
+
+
+def test_a_refresh_sums_up_off_the_writer_and_drops_sums_that_an_append_overtook(tmp_path):
+    """In a server, a run is summed up without the writer, which is taken only to keep the sums; sums
+    made while the run was written are not its own and are dropped (the run stays pending), and
+    after DROPPED_AT_MOST of them in a row the refresh holds the writer throughout."""
+    con = load_case("findings", str(tmp_path / "off.duckdb"))
+    generation, writing, summed_while_writing = {"r1": 0}, [False], []
+
+    def write(fn, runs):
+        writing[0] = True
+        try:
+            return fn(con)
+        finally:
+            writing[0] = False
+
+    def read(fn):
+        summed_while_writing.append(writing[0])
+        return fn(con)
+
+    def read_overtaken(fn):  # an append lands while the sums are made
+        got = read(fn)
+        generation["r1"] += 1
+        lines.mark("r1")
+        return got
+
+    def unsummed() -> None:
+        con.execute("DELETE FROM run_overview WHERE run_id = 'r1'")
+        lines.mark("r1")
+    try:
+        lines = OverviewLines(write, read=read, generation=generation.__getitem__)
+        unsummed()
+        assert lines.flush(force=True) == ["r1"] and lines.flush(force=True) == []
+        assert summed_while_writing == [False] and stored(con, "r1") is not None  # kept
+        lines.read = read_overtaken
+        unsummed()
+        for _ in range(DROPPED_AT_MOST):
+            assert lines.flush(force=True) == ["r1"]
+            assert stored(con, "r1") is None  # dropped: still pending
+        assert len(summed_while_writing) == 1 + DROPPED_AT_MOST
+        assert lines.flush(force=True) == ["r1"]  # under the writer now: no sums made off it
+        assert len(summed_while_writing) == 1 + DROPPED_AT_MOST and stored(con, "r1") is not None
+        assert lines.flush(force=True) == []
+    finally:
+        con.close()
 
 
 @pytest.mark.shared_data
