@@ -14,10 +14,11 @@ takes to reach an open run page.
    (server/watch.py OverviewLines). The append columns stay flat across N.
 2. Line to chart. `polytrace serve --watch` follows a directory holding the log's first steps
    (with --history N, N step lines renumbered from the real ones); a headless Chromium opens the
-   run page; each new step line written to the log is timed until the page's chart draws that
-   step (past 600 steps, where a chart draws buckets of steps, until the page has refreshed its
-   charts after the live status named the step) (needs /usr/bin/chromium and playwright; else
-   until GET /api/runs/{id}/live reports it).
+   run page, scrolled to its first health chart (the charts in view follow the run; the others
+   catch up when they come into view); each new step line written to the log is timed until that
+   chart draws the step (past 600 steps, where a chart draws buckets of steps, until the page has
+   refreshed its charts after the live status named the step) (needs /usr/bin/chromium and
+   playwright; else until GET /api/runs/{id}/live reports it).
 """
 from __future__ import annotations
 
@@ -178,12 +179,14 @@ def wait(ready, timeout_s: float = 60, every_s: float = 0.02) -> None:
         time.sleep(every_s)
 
 
-DRAWN = """k => PolyCharts.entries.some(e => e.info.linked && e.info.name.startsWith('health_') &&
+WATCHED = "e.info.linked && e.info.name.startsWith('health_')"  # the chart a step is timed to
+DRAWN = f"""k => PolyCharts.entries.some(e => {WATCHED} &&
     e.el.data && e.el.data.some(t => !(t.meta && t.meta.finding) && (t.x || []).includes(k)))"""
-# a page whose charts draw buckets of steps: the live badge names step k and a refresh has
-# completed since (live.js counts them in data-refreshed)
-REFRESHED = """([k, before]) => { const b = document.getElementById('live-badge');
-    return b.dataset.lastStep === String(k) && Number(b.dataset.refreshed || 0) > before; }"""
+# a page whose charts draw buckets of steps: the live badge names step k and the charts have been
+# refreshed since (live.js counts their refreshes in data-charts-refreshed)
+CHARTS_REFRESHED = "Number(document.getElementById('live-badge').dataset.chartsRefreshed || 0)"
+REFRESHED = f"""([k, before]) => document.getElementById('live-badge').dataset.lastStep === String(k)
+    && {CHARTS_REFRESHED} > before"""
 
 
 def _in_browser(url: str, run_id: str, log: Path, appended: list[bytes], first: int,
@@ -197,8 +200,11 @@ def _in_browser(url: str, run_id: str, log: Path, appended: list[bytes], first: 
         page = b.new_page(viewport={"width": 1366, "height": 900})
         page.goto(f"{url}/runs/{run_id}")
         page.wait_for_selector("#live-badge[data-live='1']", timeout=60_000)
+        page.wait_for_selector("body[data-charts-ready='1']", timeout=60_000)
+        # the chart watched, in view (those out of view catch up when they come into view)
+        page.evaluate(f"() => PolyCharts.entries.find(e => {WATCHED}).el.scrollIntoView()")
         for k, data in enumerate(appended, first):
-            before = page.evaluate("Number(document.getElementById('live-badge').dataset.refreshed || 0)")
+            before = page.evaluate(CHARTS_REFRESHED)
             t = time.perf_counter()
             with open(log, "ab") as f:
                 f.write(data)

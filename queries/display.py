@@ -1,12 +1,17 @@
 """Shaping a query's rows for a chart: an x window and downsampling of long step series.
 
-These are the `_x_from`, `_x_to` and `_points` parameters of GET /api/queries/{name}: the
-rows the REST API returns, cut to the window, then bucketed to at most `_points` x values.
+These are the `_x_from`, `_x_to`, `_points`, `_since` and `_width` parameters of GET
+/api/queries/{name}: the rows the REST API returns, cut to the window, then bucketed to at most
+`_points` x values. `_since` asks only a step series' rows from a step on (what a live page
+lacks), computed with the step in the query's SQL; `_width` buckets them as the page's rows are.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Any
+
+from polytrace.queries.catalog import Query
 
 # Points per chart the browser gets: enough to see a 10,000-step run's shape, few enough
 # that zoom and hover stay fluid. Heatmaps pay per cell, so they get fewer columns.
@@ -21,32 +26,68 @@ def _group_columns(chart: dict) -> list[str]:
     return [k for k in keys if k]
 
 
-def downsample(columns: list[str], rows: list[list], chart: dict | None,
-               max_points: int) -> tuple[list[list], dict | None]:
-    """Bucket rows over consecutive integer x values (steps) when there are too many.
+def steps_on_x(chart: dict | None) -> bool:
+    """Whether a chart draws a step series: its x is the training step (the charts of a page that
+    share one step range, and whose new steps a live page fetches alone)."""
+    return bool(chart) and chart.get("x") == "step" and chart.get("kind") not in ("table", "hist")
 
-    Each bucket of `width` steps becomes one point at its first step, per series (the
-    chart's color column, and a heatmap's y): numeric columns are averaged, others keep
-    their first value. Returns the rows and a note saying what was done, or None.
-    """
+
+def since(query: Query, step: int) -> Query:
+    """`query` answering only its rows from `step` on: its SQL filtered on the step, which DuckDB
+    pushes down to where the steps are read as far as the query lets it (a step series' rows each
+    come from their own step's rows)."""
+    sql = f'SELECT * FROM (\n{query.sql}\n) AS answer WHERE answer."step" >= {int(step)}'
+    return dataclasses.replace(query, sql=sql)
+
+
+def _steps(columns: list[str], rows: list[list], chart: dict | None) -> set[int] | None:
+    """The distinct integer x values (steps) of a bucketable chart's rows, or None when its rows
+    are no step series (a table, a histogram, an x of floats or labels)."""
     x = (chart or {}).get("x")
     if x not in columns or chart.get("kind") in ("table", "hist"):
-        return rows, None
+        return None
     xi = columns.index(x)
     xs = {r[xi] for r in rows if isinstance(r[xi], int) and not isinstance(r[xi], bool)}
-    if chart.get("kind") == "heatmap":
+    return xs if len(xs) == len({r[xi] for r in rows}) else None
+
+
+def downsample(columns: list[str], rows: list[list], chart: dict | None,
+               max_points: int) -> tuple[list[list], dict | None]:
+    """Bucket rows over consecutive integer x values (steps) when there are too many: buckets of
+    the fewest steps that make at most `max_points` of them, from the first step (`buckets`).
+    Returns the rows and a note saying what was done, or None."""
+    xs = _steps(columns, rows, chart)
+    if chart and chart.get("kind") == "heatmap":
         max_points = min(max_points, MAX_HEATMAP_COLUMNS)
-    if len(xs) <= max_points or len(xs) != len({r[xi] for r in rows}):
+    if xs is None or len(xs) <= max_points:
         return rows, None
     lo, hi = min(xs), max(xs)
-    width = math.ceil((hi - lo + 1) / max_points)
+    return buckets(columns, rows, chart, lo, math.ceil((hi - lo + 1) / max_points))
+
+
+def buckets(columns: list[str], rows: list[list], chart: dict, origin: int,
+            width: int) -> tuple[list[list], dict | None]:
+    """Rows bucketed `width` steps a bucket, the buckets starting at step `origin`.
+
+    Each bucket becomes one point at its first step, per series (the chart's color column, and a
+    heatmap's y): numeric columns are averaged, others keep their first value. The note counts the
+    steps, the points, the width and the steps in the last bucket (what a live page replaces when
+    it fetches the steps from that bucket on); None when the rows are no step series."""
+    xs = _steps(columns, rows, chart)
+    if xs is None or not xs:
+        return rows, None
+    x = chart["x"]
+    xi = columns.index(x)
+
+    def start_of(step: int) -> int:
+        return origin + (step - origin) // width * width
+
     keys = [columns.index(c) for c in _group_columns(chart) if c in columns and c != x]
-    buckets: dict[tuple, list[list]] = {}
+    grouped: dict[tuple, list[list]] = {}
     for r in rows:
-        start = lo + (r[xi] - lo) // width * width
-        buckets.setdefault((start, *(r[k] for k in keys)), []).append(r)
+        grouped.setdefault((start_of(r[xi]), *(r[k] for k in keys)), []).append(r)
     out = []
-    for (start, *_), members in buckets.items():
+    for (start, *_), members in grouped.items():
         row = []
         for i in range(len(columns)):
             vals = [m[i] for m in members if m[i] is not None]
@@ -57,7 +98,9 @@ def downsample(columns: list[str], rows: list[list], chart: dict | None,
             else:
                 row.append(sum(vals) / len(vals))
         out.append(row)
-    note = {"steps": len(xs), "points": len({r[xi] for r in out}), "width": width}
+    last = start_of(max(xs))
+    note = {"steps": len(xs), "points": len({r[xi] for r in out}), "width": width,
+            "last_bucket_steps": sum(1 for s in xs if s >= last)}
     return out, note
 
 
@@ -93,12 +136,18 @@ def _number(value: Any) -> bool:
 
 
 def for_chart(columns: list[str], rows: list[list], chart: dict | None, points: int | None,
-              x_from: int | None, x_to: int | None) -> dict[str, Any]:
-    """A result shaped for a chart: the window, then downsampling; the extra keys of the body."""
+              x_from: int | None, x_to: int | None, since: int | None = None,
+              width: int | None = None) -> dict[str, Any]:
+    """A result shaped for a chart: the rows from `since` (an answer kept whole holds the steps
+    before it too), the window, then the buckets of `width` steps from `since`, or downsampling
+    to `points`; the extra keys of the body. `x_bounds` are those of the rows from `since`."""
     x = (chart or {}).get("x")
+    rows = window(columns, rows, x, since, None)
     bounds = x_bounds(columns, rows, x)
     rows = window(columns, rows, x, x_from, x_to)
     note = None
-    if points is not None:
+    if width is not None:
+        rows, note = buckets(columns, rows, chart, since, width)
+    elif points is not None:
         rows, note = downsample(columns, rows, chart, points)
     return {"rows": rows, "downsampled": note, "x_bounds": bounds}

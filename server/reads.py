@@ -9,7 +9,7 @@ from typing import Any
 from fastapi import Request, Response
 from fastapi.concurrency import run_in_threadpool
 
-from polytrace.queries import display, render
+from polytrace.queries import display, overview, render
 from polytrace.queries.catalog import ParamError, Query, bind
 from polytrace.queries.findings import collect, finding_queries, stored
 from polytrace.queries.runner import Answer, BadValue, Limits, OutOfMemory, QueryTimeout
@@ -25,6 +25,11 @@ DISPLAY_PARAMS = {
                 10, 100_000),
     "_x_from": ("Keep rows whose chart x (the step) is at least this.", None, None),
     "_x_to": ("Keep rows whose chart x (the step) is at most this.", None, None),
+    "_since": ("Answer only the rows from this step on, computed over those steps alone (a step chart's "
+               "new steps, for a page that holds the rows before); `x_bounds` are theirs.", -2**62, 2**62),
+    "_width": ("With `_since`: bucket the rows this many steps a bucket from `_since` on (a page's "
+               "buckets, when `_since` starts one); the note counts the steps of the last bucket.",
+               1, 1_000_000_000),
 }
 
 
@@ -80,6 +85,8 @@ def _display(params: dict[str, str]) -> dict[str, int | None]:
     if shown["_x_from"] is not None and shown["_x_to"] is not None and shown["_x_from"] > shown["_x_to"]:
         raise ApiError(422, f"the step window is reversed: _x_from {shown['_x_from']} is after "
                             f"_x_to {shown['_x_to']}")
+    if shown["_width"] is not None and shown["_since"] is None:
+        raise ApiError(422, "parameter '_width' buckets the rows from '_since': give '_since' too")
     return shown
 
 
@@ -99,11 +106,17 @@ async def chart_body(db: Database, settings: Settings, query: Query, params: dic
     """The JSON body of a query: its rows as the REST API answers them, shaped by any display
     parameters in `params` (the pages draw exactly this)."""
     shown = _display(params)
+    if shown["_since"] is not None:
+        if not display.steps_on_x(query.chart):
+            raise ApiError(422, f"{query.name}: its chart's x is not the training step: '_since' takes "
+                                "the rows of a step series from a step on")
+        query = display.since(query, shown["_since"])
     body = render.json_body(await query_result(db, settings, query, params))
     if any(v is not None for v in shown.values()):
         try:
             body.update(display.for_chart(body["columns"], [list(r) for r in body["rows"]], query.chart,
-                                          shown["_points"], shown["_x_from"], shown["_x_to"]))
+                                          shown["_points"], shown["_x_from"], shown["_x_to"],
+                                          shown["_since"], shown["_width"]))
         except display.WindowError as e:
             raise ApiError(422, f"{query.name}: {e}") from None
     return body
@@ -140,11 +153,27 @@ def _known_and_kept(con, run_id: str) -> tuple[bool, list[dict[str, Any]] | None
     return (True, kept) if kept is not None else (exists(con, run_id), None)
 
 
+async def speaking(db: Database, settings: Settings, run_id: str, queries: list[Query]) -> list[Query]:
+    """Those of `queries` that may have something to say of the run: all but the silent ones (none of
+    whose inputs holds a row of it: queries/overview.silent, which answer no row), found in one
+    look at the inputs; all of them over a lake, or when that look runs out of time."""
+    if db.lake is not None:
+        return queries
+    try:
+        held = await run_in_threadpool(db.read, partial(overview.holding, run_id=run_id, queries=queries,
+                                                        limits=limits(settings)),
+                                       settings.query_timeout_ms, f"the inputs of run {run_id!r}")
+    except QueryTimeout:
+        return queries
+    return [q for q in queries if not overview.silent(q, held)]
+
+
 async def computed_findings(db: Database, settings: Settings, run_id: str) -> list[dict[str, Any]]:
-    """The Findings-section queries of the catalog, run side by side, as one list."""
-    answers = await asyncio.gather(*(run_for_request(db, settings, q, bind(q, {"run_id": run_id}))
-                                     for q in finding_queries()))
-    return collect(answers)
+    """The Findings-section queries of the catalog that may find something, run side by side, as
+    one list."""
+    queries = await speaking(db, settings, run_id, finding_queries())
+    return collect(await asyncio.gather(*(run_for_request(db, settings, q, bind(q, {"run_id": run_id}))
+                                          for q in queries)))
 
 
 async def run_findings(db: Database, settings: Settings, run_id: str) -> list[dict[str, Any]]:

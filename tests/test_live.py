@@ -567,6 +567,8 @@ def test_an_open_run_page_shows_new_steps_and_the_collapse_without_a_reload(page
         pg.wait_for_selector("#live-badge[data-live='1']")
         pg.evaluate("() => { window.sameDocument = true; }")
         chart = pg.evaluate("() => PolyCharts.entries.find(e => e.info.linked && e.info.name.startsWith('health_')).info.name")
+        # the charts in view follow the run (the others catch up when they come into view)
+        pg.evaluate("name => document.getElementById('chart-' + name).scrollIntoView()", chart)
         assert last_step_drawn(pg, chart) == 5
         assert pg.locator("li.finding[data-kind='collapse']").count() == 0
         for step, unit in enumerate(log_units[7:], start=6):

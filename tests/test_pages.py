@@ -10,7 +10,7 @@ import httpx
 from polytrace import store
 from polytrace.ingest.registry import FORMATS
 from polytrace.queries.catalog import SECTIONS, get_query
-from polytrace.queries.display import downsample
+from polytrace.queries.display import buckets, downsample, for_chart
 from polytrace.server.headlines import difference, fmt, ratio, step_span
 from polytrace.server.routers.pages import (
     RUN_SECTIONS,
@@ -52,11 +52,26 @@ def test_downsample_buckets_steps_per_series():
     columns = ["step", "dp_rank", "v", "label"]
     rows = [[s, r, 10 * s + r, f"s{s}"] for s in range(10) for r in (0, 1)]
     out, note = downsample(columns, rows, {"kind": "line", "x": "step", "y": ["v"], "color": "dp_rank"}, 4)
-    assert note == {"steps": 10, "points": 4, "width": 3}
+    assert note == {"steps": 10, "points": 4, "width": 3, "last_bucket_steps": 1}
     got = {(r[0], r[1]): r[2] for r in out}
     assert got == {(0, 0): 10.0, (0, 1): 11.0, (3, 0): 40.0, (3, 1): 41.0,
                    (6, 0): 70.0, (6, 1): 71.0, (9, 0): 90.0, (9, 1): 91.0}
     assert {r[3] for r in out if r[0] == 3} == {"s3"}  # text keeps the bucket's first value
+
+
+def test_buckets_from_a_step_count_the_steps_of_the_last():
+    # What a live page asks (_since=6&_width=4): steps 6..11 and 13 (12 missing) of one series,
+    # v = step. Buckets [6, 9], [10, 13]: means 7.5 and (10 + 11 + 13) / 3 = 34 / 3; the last
+    # holds 3 steps. A step before the origin is not there to bucket (the SQL began at 6).
+    columns = ["step", "v"]
+    rows = [[s, float(s)] for s in (6, 7, 8, 9, 10, 11, 13)]
+    out, note = buckets(columns, rows, {"kind": "line", "x": "step", "y": ["v"]}, 6, 4)
+    assert out == [[6, 7.5], [10, 34 / 3]]
+    assert note == {"steps": 7, "points": 2, "width": 4, "last_bucket_steps": 3}
+    # for_chart: the rows from `since` (a kept answer holds all of them), then the buckets
+    shaped = for_chart(columns, [[s, float(s)] for s in range(14) if s != 12], {"kind": "line", "x": "step"},
+                       600, None, None, since=6, width=4)
+    assert shaped == {"rows": out, "downsampled": note, "x_bounds": [6, 13]}
 
 
 def test_downsample_leaves_short_runs_and_non_step_charts_alone():
@@ -75,7 +90,7 @@ def test_downsample_heatmap_keeps_each_lane():
     rows = [[s, lane, lane] for s in range(700) for lane in (0, 1)]
     out, note = downsample(["step", "rank", "z"], rows,
                            {"kind": "heatmap", "x": "step", "y": ["rank"], "z": "z"}, 600)
-    assert note == {"steps": 700, "points": 234, "width": 3}
+    assert note == {"steps": 700, "points": 234, "width": 3, "last_bucket_steps": 1}
     assert len(out) == 2 * 234 and {r[2] for r in out if r[1] == 1} == {1.0}
 
 

@@ -11,6 +11,8 @@ import {UNDER_PLOT, layout, placeLegend, sizeMargins} from "./charts/layout.js";
 import {LABEL_ROW_PX, MARK_AXIS, findingMarks, peakMark} from "./charts/marks.js";
 
 export const entries = [];
+const NEAR_PX = 100;  // a chart this close to the screen counts as in view
+const NEAR = `${NEAR_PX}px 0px`;
 let range = null;        // [lo, hi] of the selected steps, or null for all
 let bounds = null;       // [first, last] step on the page
 let marks = {};          // run_id -> [{kind, severity, steps}]
@@ -165,7 +167,8 @@ function dataUrl(info, extra) {
 
 const getJson = url => fetch(url).then(res => res.json());
 
-async function refetch(entry, extra) {
+// Re-fetch a chart's rows and draw them with `paint` (draw, or redraw: once in view).
+async function refetch(entry, extra, paint = draw) {
   const gen = (entry.gen = (entry.gen || 0) + 1);
   const [data, other] = await Promise.all([
     getJson(dataUrl(entry.info, extra)),
@@ -173,9 +176,13 @@ async function refetch(entry, extra) {
   if (gen !== entry.gen) return;  // a newer selection superseded this one
   entry.data = data;
   if (other) entry.overlay.data = other;
-  // a chart not drawn yet draws the new rows when it comes into view
-  if (entry.drawn) await draw(entry);
-  else if (entry.shown) { await entry.shown; if (gen === entry.gen) await draw(entry); }
+  await repaint(entry, gen, paint);
+}
+
+// A chart's new rows drawn: at once if it was drawn, else (not drawn yet) when it comes into view.
+async function repaint(entry, gen, paint) {
+  if (entry.drawn) await paint(entry);
+  else if (entry.shown) { await entry.shown; if (gen === entry.gen) await paint(entry); }
 }
 
 async function relayoutSilently(entry, update) {
@@ -230,7 +237,6 @@ function onZoom(entry, ev) {
 // scrolled to goes first. Each is marked data-rendered when drawn; the body is marked
 // data-charts-visible once the charts of the first screen are drawn and data-charts-ready
 // once every chart is.
-const NEAR = "100px 0px";  // a chart this close to the screen counts as in view
 // A new task (not scheduler.yield(), whose continuations may go before rendering, and so before
 // the IntersectionObserver's news of a scroll; nor setTimeout, clamped when nested).
 const pause = () => new Promise(resolve => {
@@ -317,23 +323,105 @@ async function page(charts, options = {}) {
   document.body.dataset.chartsReady = "1";
 }
 
-// Re-fetch every chart's rows in place (a live run's new steps) and mark `newMarks` (run_id ->
-// findings) on them. A step range the user chose stays; without one the charts show every step,
-// so they follow the newest.
+// ---- a live run's new steps -------------------------------------------------------------------
+// A step chart that shows every step fetches only its rows from its last point on (_since: the
+// server computes those steps alone, bucketed as the chart's are with _width) and puts them in
+// place of its own from there, so a run of 10,000 steps costs what its newest steps cost. It
+// fetches whole when that would not give what a whole fetch gives: its buckets would widen, or
+// the series outgrows the points it is drawn with; and so do a chart with a range, an error, no
+// row or a cut at the row cap, a heatmap and an overlay.
+function tail(entry) {
+  const {info, data} = entry;
+  if (range || entry.windowed || entry.overlay || !info.linked || info.chart.kind === "heatmap"
+      || !data?.ok || data.truncated || !data.x_bounds) return null;
+  const xs = column(data, info.chart.x);
+  if (!xs.length || !xs.every(Number.isInteger)) return null;  // a whole-run row (step NULL) is all steps
+  const since = Math.max(...xs), was = data.downsampled;
+  return {since, params: was ? {_since: since, _width: was.width} : {_since: since},
+          merge: got => merged(info, data, got, since)};
+}
+
+// `data` with its rows from `since` on replaced by `got`'s, or null where a whole fetch differs.
+function merged(info, data, got, since) {
+  const xi = data.columns.indexOf(info.chart.x), was = data.downsampled, points = info.points;
+  if (!got.ok || got.truncated || !got.rows.length || String(got.columns) !== String(data.columns)
+      || !was !== !got.downsampled) return null;
+  const rows = [...data.rows.filter(r => r[xi] === null || r[xi] < since), ...got.rows];
+  const [lo, hi] = [data.x_bounds[0], Math.max(data.x_bounds[1], got.x_bounds[1])];
+  const xs = new Set(rows.map(r => r[xi]).filter(x => x !== null));
+  if (!was) return xs.size > points ? null : {...data, rows, x_bounds: [lo, hi]};
+  const steps = was.steps - was.last_bucket_steps + got.downsampled.steps;
+  if (steps <= points || Math.ceil((hi - lo + 1) / points) !== was.width) return null;
+  return {...data, rows, x_bounds: [lo, hi],
+          downsampled: {...got.downsampled, steps, points: xs.size}};
+}
+
+async function refetchNew(entry) {
+  const t = tail(entry);
+  if (!t) return refetch(entry, {}, redraw);
+  const gen = (entry.gen = (entry.gen || 0) + 1);
+  const data = t.merge(await getJson(dataUrl(entry.info, t.params)));
+  if (gen !== entry.gen) return;
+  if (!data) return refetch(entry, {}, redraw);
+  entry.data = data;
+  await repaint(entry, gen, redraw);
+}
+
+// A live run's charts follow it: those in view fetch their new rows and redraw first; the others
+// fetch theirs after them and redraw when they come into view (Plotly takes a second for a page
+// of 12 charts of 600 points, and the server's queries for those in view go first).
+const outOfView = "IntersectionObserver" in window && new IntersectionObserver(seen => {
+  for (const s of seen.filter(s => s.isIntersecting)) {
+    outOfView.unobserve(s.target);
+    const entry = entries.find(e => e.el === s.target);
+    if (entry?.stale) { entry.stale = false; draw(entry); }
+  }
+}, {rootMargin: NEAR});
+
+function inView(el) {
+  const box = el.getBoundingClientRect();
+  return !outOfView || (box.bottom >= -NEAR_PX && box.top <= innerHeight + NEAR_PX);
+}
+
+// Draw a chart now if it is in view, else once it comes into view.
+function redraw(entry) {
+  if (inView(entry.el)) {
+    entry.stale = false;
+    return draw(entry);
+  }
+  if (!entry.stale) { entry.stale = true; outOfView.observe(entry.el); }
+  return Promise.resolve();
+}
+
+// Re-fetch every chart's rows in place (a live run's new steps: refetchNew), those in view first
+// (the others in the background), and mark `newMarks` (run_id -> findings) on them. A step range
+// the user chose stays; without one the charts show every step, so they follow the newest.
 async function refreshAll(newMarks) {
   if (newMarks) marks = newMarks;
-  const shown = e => !range ? {} : e.info.step_params ? {step_from: range[0], step_to: range[1]}
-    : e.info.linked && e.windowed ? {_x_from: range[0], _x_to: range[1]} : {};
-  await Promise.all(entries.map(e => refetch(e, shown(e))));
+  const near = entries.filter(e => inView(e.el)), far = entries.filter(e => !near.includes(e));
+  await Promise.all(near.map(catchUp));
+  followBounds();
+  Promise.all(far.map(catchUp)).then(followBounds);
+}
+
+function followBounds() {
   bounds = stepBounds(entries);
   listeners.forEach(fn => fn(range, bounds));
+}
+
+// A chart's new rows at the step range the page shows.
+function catchUp(entry) {
+  if (!range) return refetchNew(entry);
+  const {info} = entry;
+  return refetch(entry, info.step_params ? {step_from: range[0], step_to: range[1]}
+    : info.linked && entry.windowed ? {_x_from: range[0], _x_to: range[1]} : {}, redraw);
 }
 
 // Mark `newMarks` (run_id -> findings) on the charts drawn, with the rows they have.
 function remark(newMarks) {
   if (JSON.stringify(newMarks) === JSON.stringify(marks)) return;
   marks = newMarks;
-  entries.filter(e => e.drawn).forEach(draw);
+  entries.filter(e => e.drawn).forEach(redraw);
 }
 
 // Give side-by-side charts the same y (and colour) scale so that they compare by eye.

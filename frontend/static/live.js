@@ -1,13 +1,13 @@
 // A live run's page follows its training. It polls GET /api/runs/{id}/live with If-None-Match and
 // ?wait=: the server holds the poll until a write changes the run (its ETag is the run's write
 // generation) or WAIT_S pass, then answers 304, so a new step shows as it lands and a quiet run
-// costs one header exchange every WAIT_S. When the run changed, every chart re-fetches its rows in
-// place (PolyCharts.refreshAll: a step range the user chose stays, else the charts follow the
-// newest steps) while the parts of the page that follow the run come as the server renders them
-// (GET /runs/{id}/live-parts): the header's facts, the findings list and the charts' marks. A finding that
-// was not there before is announced at the top of the page, in its current words for as long as it
-// is found; charts that got data since the page was drawn are added to it in place. A run that
-// nobody follows is polled no more.
+// costs one header exchange every WAIT_S. When the run changed, every chart fetches its new rows in
+// place (PolyCharts.refreshAll: a step chart only its steps from its last point on; a step range
+// the user chose stays, else the charts follow the newest steps), then the parts of the page that
+// follow the run come as the server renders them (GET /runs/{id}/live-parts): the header's
+// facts, the findings list and the charts' marks. A finding that was not there before is announced
+// at the top of the page, in its current words for as long as it is found; charts that got data
+// since the page was drawn are added to it in place. A run that nobody follows is polled no more.
 import {PolyCharts} from "./charts.js";
 
 export const PolyLive = (() => {
@@ -128,18 +128,36 @@ export const PolyLive = (() => {
     const base = `/api/runs/${encodeURIComponent(runId)}`;
     let etag = null;
 
-    // The charts' rows and the parts at once: the charts do not wait for the findings, and are
-    // marked again should the findings have changed.
+    // The parts, fetched after the charts and off the poll's path (they read every step of the
+    // run): one fetch at a time, and one more after it when the run changed while it ran; a fetch
+    // that failed is made again at the run's next change.
+    let parts = null, stale = false;
+    function followParts() {
+      if (parts) { stale = true; return; }
+      parts = (async () => {
+        const drawn = encodeURIComponent(PolyCharts.entries.map(e => e.info.name).join(","));
+        const url = `/runs/${encodeURIComponent(runId)}/live-parts?drawn=${drawn}`;
+        const res = await fetch(url, {cache: "no-store"});
+        const got = res.ok ? await res.json() : null;
+        if (got) {
+          PolyCharts.remark(got.marks);
+          show(page, got, known);
+          await addCharts(got.charts, got.marks);
+        }
+        el.dataset.refreshed = String(Number(el.dataset.refreshed || 0) + 1);
+      })().catch(() => {}).finally(() => {
+        parts = null;
+        if (stale) { stale = false; followParts(); }
+      });
+    }
+
+    // The charts' new rows (a few small queries; data-charts-refreshed counts them), then the
+    // parts: the charts do not wait for the findings, and are marked again should the findings
+    // have changed (data-refreshed counts the parts shown).
     async function refresh() {
-      const parts = fetch(`/runs/${encodeURIComponent(runId)}/live-parts`, {cache: "no-store"})
-        .then(res => res.ok ? res.json() : null);
       await PolyCharts.refreshAll();
-      const got = await parts;
-      if (got) {
-        PolyCharts.remark(got.marks);
-        show(page, got, known);
-        await addCharts(got.charts, got.marks);
-      }
+      el.dataset.chartsRefreshed = String(Number(el.dataset.chartsRefreshed || 0) + 1);
+      followParts();
     }
 
     async function poll() {
@@ -159,10 +177,7 @@ export const PolyLive = (() => {
             return;
           }
           // the page was drawn before this answer: its first one refreshes too
-          if (live.source) {
-            await refresh();
-            el.dataset.refreshed = String(Number(el.dataset.refreshed || 0) + 1);
-          }
+          if (live.source) await refresh();
           etag = res.headers.get("ETag");  // only once refreshed: a failed refresh is tried again
         } else if (res.status === 304) {
           live = {live: el.dataset.live === "1", source: true};

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import re
 from collections.abc import AsyncIterator, Awaitable, Callable
 from functools import partial
@@ -16,7 +17,7 @@ from fastapi.templating import Jinja2Templates
 
 from polytrace.ingest.registry import FORMATS
 from polytrace.queries.catalog import SECTIONS, Column, Query, load_catalog
-from polytrace.queries.display import MAX_POINTS
+from polytrace.queries.display import MAX_POINTS, steps_on_x
 from polytrace.queries.render import HTTP_FORMATS, jsonable
 from polytrace.queries.runner import QueryError, QueryTimeout
 from polytrace.server.db import Database
@@ -24,7 +25,14 @@ from polytrace.server.deps import DbDep, SettingsDep
 from polytrace.server.errors import ApiError, error_response, explained
 from polytrace.server.headlines import difference, fmt, ratio, step_span
 from polytrace.server.responses import CompressedStaticFiles, attachment
-from polytrace.server.reads import DISPLAY_PARAMS, chart_body, not_modified, run_findings, validators
+from polytrace.server.reads import (
+    DISPLAY_PARAMS,
+    chart_body,
+    not_modified,
+    run_findings,
+    speaking,
+    validators,
+)
 
 router = APIRouter(include_in_schema=False)
 # The raw views (query page, headline numbers): as many points as `_points` allows.
@@ -95,7 +103,7 @@ def chart_info(query: Query, params: dict[str, Any], length_unit: str = "tokens"
         "params": {k: v for k, v in params.items() if v not in (None, "")},
         "rest": {f: rest_url(query.name, params, None if f == "json" else f)
                  for f in HTTP_FORMATS},
-        "linked": spec.get("x") == "step" and spec.get("kind") not in ("table", "hist"),
+        "linked": steps_on_x(spec),
         "step_params": all(any(p.name == s for p in query.params) for s in STEP_PARAMS),
         "points": MAX_POINTS,
     }
@@ -133,12 +141,14 @@ def _params(query: Query, run_id: str, window: dict[str, int | None]) -> dict[st
     return {"run_id": run_id, **{p.name: window[p.name] for p in query.params if window.get(p.name) is not None}}
 
 
-async def sections_for(db: Database, settings, run_id: str,
-                       window: dict[str, int | None] | None = None) -> tuple[list[dict], str]:
-    """The run page's sections in order, each with its charts that have data, and the run's
-    length unit ('tokens' or 'chars', which words the axes). Every query runs at once.
-    `window` ({"rank": ..., "step": ...}) is the GPU window the page shows."""
-    queries = sorted(run_chart_queries(), key=lambda q: q.name)
+async def sections_for(db: Database, settings, run_id: str, window: dict[str, int | None] | None = None,
+                       drawn: frozenset[str] = frozenset()) -> tuple[list[dict], str]:
+    """The run page's sections in order, each with its charts that have data but those `drawn`
+    already, and the run's length unit ('tokens' or 'chars', which words the axes). Every query
+    that may have data (reads.speaking) runs at once. `window` ({"rank": ..., "step": ...}) is the
+    GPU window the page shows."""
+    asked = sorted((q for q in run_chart_queries() if q.name not in drawn), key=lambda q: q.name)
+    queries = await speaking(db, settings, run_id, asked)
     params = [_params(q, run_id, window or {}) for q in queries]
     unit, *datas = await asyncio.gather(_length_unit(db, settings, run_id),
                                         *(chart_data(db, settings, q, p) for q, p in zip(queries, params)))
@@ -305,17 +315,19 @@ def _block(template: str, block: str, **ctx: Any) -> str:
 
 
 @router.get("/runs/{run_id}/live-parts")
-async def run_live_parts(request: Request, run_id: str, db: DbDep, settings: SettingsDep):
+async def run_live_parts(request: Request, run_id: str, db: DbDep, settings: SettingsDep, drawn: str = ""):
     """What of a run page follows the run while it trains (static/live.js swaps it in), rendered
     as the page renders it: the header's facts, the findings list and what the charts mark of
-    them, and the charts the page would draw now. 304 while the run is unchanged."""
-    etag = db.etag([run_id])
+    them, and the charts the page would draw now but those it has drawn (`drawn`: their names,
+    comma-separated). 304 while the run is unchanged."""
+    shown = frozenset(drawn.split(",")) - {""}
+    etag = db.etag([run_id], variant=hashlib.sha256(",".join(sorted(shown)).encode()).hexdigest()[:12])
     if unchanged := not_modified(request, etag):
         return unchanged
     run = await _run(db, settings, run_id)
     if run is None:
         return error_response(404, f"unknown run {run_id!r}")
-    (sections, unit), findings = await asyncio.gather(sections_for(db, settings, run_id),
+    (sections, unit), findings = await asyncio.gather(sections_for(db, settings, run_id, drawn=shown),
                                                       _findings(db, settings, run_id))
     fx = templates.get_template("_findings.html").module
     return JSONResponse({
