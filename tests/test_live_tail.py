@@ -17,7 +17,9 @@ from polytrace.server.app import create_app
 from polytrace.server.routers.pages import run_chart_queries
 from polytrace.settings import Settings
 from tests import test_browser
-from tests.test_live import DAPO, LOG, same
+from tests.conftest import SHARED_DATA, free_port, skip_for_data
+from tests.test_browser import console_errors, open_page
+from tests.test_live import DAPO, LOG, caught_up, same, serve, stop, up
 
 # Chromium and a page of it that records console errors, as the dashboard's browser tests have them
 browser, page = test_browser.browser, test_browser.page
@@ -35,9 +37,7 @@ def ingest(db, paths, name: str) -> str:
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory):
-    """A server over the verl log (its first 60 steps as a run of their own too) and the DAPO run."""
-    from tests.conftest import SHARED_DATA, skip_for_data
-
+    """A server over the verl log (its steps up to 60 as a run of their own too) and the DAPO run."""
     if not SHARED_DATA.is_dir():
         skip_for_data()
     tmp = tmp_path_factory.mktemp("tail")
@@ -94,7 +94,7 @@ def test_the_rows_from_a_step_on_are_the_whole_answers_from_there(served, run):
 
 
 def test_a_runs_earlier_steps_answer_as_before_its_later_steps_landed(served):
-    """The log's first 60 steps, ingested alone, answer every step chart as the whole log does
+    """The log up to its step 60, ingested alone, answers every step chart as the whole log does
     over those steps: a live page keeps its rows before its last point."""
     client, runs = served
     for name, _, _ in charted(client, runs["log"]):
@@ -132,10 +132,6 @@ def test_a_long_live_run_page_fetches_only_new_steps_and_holds_what_a_whole_fetc
     """A followed log of 650 steps: the page's step charts draw buckets of 2 steps. Each new step
     line is fetched from the last bucket on (_since, _width), and what the page then holds is what a
     whole fetch gives, bucket notes and step bounds included."""
-    from tests.conftest import SHARED_DATA, free_port, skip_for_data
-    from tests.test_browser import console_errors, open_page
-    from tests.test_live import caught_up, serve, stop, up
-
     if not SHARED_DATA.is_dir():
         skip_for_data()
     log = (SHARED_DATA / LOG).read_bytes()
