@@ -1,7 +1,8 @@
 """Live-run benchmark: what appending one step costs as the run grows, and how long a written line
 takes to reach an open run page.
 
-    python bench/live.py [--sizes 100,1000,10000] [--repeat 15] [--no-browser]
+    python bench/live.py [--sizes 100,1000,10000] [--repeat 15] [--steps 10] [--history 5]
+                         [--every 0] [--no-browser]
 
 1. Append cost. A live run is built with N existing steps, each a verl console step line (the real
    i80f2v90 log's lines, renumbered; ~230 metrics) and a DAPO packed-lengths step (768 samples):
@@ -9,16 +10,17 @@ takes to reach an open run page.
    whole. Then `--repeat` new steps are appended as a follower appends them, and timed: the log
    line's append (rows, offsets, per-step aggregates), the packed step's, and the refresh of the
    run's line in the runs overview and its stored findings (queries.overview.refresh), which reads
-   every step: it runs off
-   the append path, at most every 2 s of a burst and once when the run goes quiet
-   (server/watch.py OverviewLines). The append columns stay flat across N.
+   every step: it runs off the append path, at most every 2 s of a burst and once when the run
+   goes quiet (server/watch.py OverviewLines). The append columns stay flat across N.
 2. Line to chart. `polytrace serve --watch` follows a directory holding the log's first steps
    (with --history N, N step lines renumbered from the real ones); a headless Chromium opens the
    run page, scrolled to its first health chart (the charts in view follow the run; the others
    catch up when they come into view); each new step line written to the log is timed until that
    chart draws the step (past 600 steps, where a chart draws buckets of steps, until the page has
    refreshed its charts after the live status named the step) (needs /usr/bin/chromium and
-   playwright; else until GET /api/runs/{id}/live reports it).
+   playwright; else until GET /api/runs/{id}/live reports it). A line is written as soon as the
+   one before is drawn, or `--every` seconds later (a real RL step takes tens of seconds; the
+   server sums the run up a second after each step, which a line written at once competes with).
 """
 from __future__ import annotations
 
@@ -131,8 +133,9 @@ def log_parts(history: int, steps: int) -> tuple[bytes, list[bytes]]:
     return b"".join(lines[:starts[1]]) + b"".join(body[:history]), body[history:]
 
 
-def line_to_chart(steps: int, history: int, browser: bool) -> list[float]:
-    """Seconds from a step line written to the log to the run page drawing it (or the API saying it)."""
+def line_to_chart(steps: int, history: int, browser: bool, every_s: float = 0.0) -> list[float]:
+    """Seconds from a step line written to the log to the run page drawing it (or the API saying it);
+    each line is written `every_s` after the one before was drawn."""
     import httpx
 
     head, appended = log_parts(history, steps)
@@ -149,9 +152,10 @@ def line_to_chart(steps: int, history: int, browser: bool) -> list[float]:
         try:
             wait(lambda: _live(httpx, url, run_id).get("last_step") == history, timeout_s=600)
             if browser:
-                return _in_browser(url, run_id, log, appended, history + 1, history >= MAX_POINTS)
+                return _in_browser(url, run_id, log, appended, history + 1, history >= MAX_POINTS, every_s)
             delays = []
             for k, data in enumerate(appended, history + 1):
+                time.sleep(every_s)
                 t = time.perf_counter()
                 with open(log, "ab") as f:
                     f.write(data)
@@ -190,7 +194,7 @@ REFRESHED = f"""([k, before]) => document.getElementById('live-badge').dataset.l
 
 
 def _in_browser(url: str, run_id: str, log: Path, appended: list[bytes], first: int,
-                bucketed: bool) -> list[float]:
+                bucketed: bool, every_s: float) -> list[float]:
     from playwright.sync_api import sync_playwright
 
     delays = []
@@ -204,6 +208,7 @@ def _in_browser(url: str, run_id: str, log: Path, appended: list[bytes], first: 
         # the chart watched, in view (those out of view catch up when they come into view)
         page.evaluate(f"() => PolyCharts.entries.find(e => {WATCHED}).el.scrollIntoView()")
         for k, data in enumerate(appended, first):
+            time.sleep(every_s)
             before = page.evaluate(CHARTS_REFRESHED)
             t = time.perf_counter()
             with open(log, "ab") as f:
@@ -223,6 +228,9 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=15)
     ap.add_argument("--steps", type=int, default=10, help="step lines timed from disk to the chart")
     ap.add_argument("--history", type=int, default=5, help="steps the followed log holds before the timed ones")
+    ap.add_argument("--every", type=float, default=0.0,
+                    help="seconds between a step drawn and the next line written (0: at once; a real "
+                         "RL step takes tens of seconds, and the server sums the run up after each)")
     ap.add_argument("--no-browser", action="store_true")
     args = ap.parse_args()
     lines = step_lines()
@@ -232,12 +240,13 @@ def main() -> None:
         print(f"{n:>7,} {c['samples']:>11,} {c['metrics']:>10,} {c['log_line_s'] * 1e3:>8.1f}ms "
               f"{c['packed_step_s'] * 1e3:>10.1f}ms {c['overview_line_s'] * 1e3:>12.1f}ms")
     browser = not args.no_browser and CHROMIUM.exists()
-    delays = line_to_chart(args.steps, args.history, browser)
+    delays = line_to_chart(args.steps, args.history, browser, args.every)
     target = "the run page's chart draws it" if browser else "GET /api/runs/{id}/live reports it"
     p95 = statistics.quantiles(delays, n=20, method="inclusive")[-1]
     print(f"line written -> {target}, {args.history:,} steps before: median {statistics.median(delays):.2f} s, "
           f"p95 {p95:.2f} s, max {max(delays):.2f} s "
-          f"over {len(delays)} steps (watcher poll {POLL_S} s, the page's poll held until the run changes)")
+          f"over {len(delays)} steps, a line {args.every:g} s after the step before was drawn "
+          f"(watcher poll {POLL_S} s, the page's poll held until the run changes)")
 
 
 if __name__ == "__main__":
