@@ -401,7 +401,8 @@ async function refreshAll(newMarks) {
   const near = entries.filter(e => inView(e.el)), far = entries.filter(e => !near.includes(e));
   await Promise.all(near.map(catchUp));
   followBounds();
-  Promise.all(far.map(catchUp)).then(followBounds);
+  // a chart whose fetch failed keeps its rows until the run's next change
+  Promise.allSettled(far.map(catchUp)).then(followBounds);
 }
 
 function followBounds() {
