@@ -570,7 +570,7 @@ def test_a_body_trickling_in_is_cut_off_with_408(make_server):
 
 def test_ten_thousand_tiny_files_in_one_upload_cost_little_memory_each(tmp_path):
     """10,000 two-sample step files (1.5 MB of bytes) in one upload took 1.7 GB: DuckDB paid per
-    Arrow batch it appended. The server's process tree stays within 10 KB a file of its idle size."""
+    Arrow batch it appended. The server's process tree stays within 12 KB a file of its idle size."""
     import psutil
 
     server = Server(tmp_path / "many.duckdb", free_port(), tmp_path)
@@ -602,6 +602,8 @@ def test_ten_thousand_tiny_files_in_one_upload_cost_little_memory_each(tmp_path)
         assert answer.json()["rows"] == {"samples": 20_000}
         grown = (max(peak) - idle) / 10_000
         print(f"\n10,000 files in one upload: {grown / 1024:.1f} KB a file over the idle server")
-        assert grown < 10 * 1024
+        # The regression this guards took 170 KB a file. The tree's parse workers come and go
+        # during the upload: 9.1 KB alone and 10.3 KB in a CI run of the same code (2026-12-07).
+        assert grown < 12 * 1024
     finally:
         server.stop()
