@@ -3,6 +3,10 @@ the writer that changed the run (queries/overview.refresh), so that a reader get
 queries (run_summary, step_budget, the findings, every chart of the run page at its defaults) in
 one small lookup instead of planning and running their SQL.
 
+A kept answer is kept twice: as an Arrow IPC stream (its types, for REST and the pages) and, when
+JSON writes every column's values exactly, as JSON rows that the CLI prints without importing
+Arrow (and numpy with it: twice the time of the rest of a light command).
+
 A kept answer is the one for the run_id and the defaults of the query's other parameters, from
 the current catalog; any write that changes the run's rows deletes it in its own transaction
 (store.runs.changed), so that what a reader finds is always the run's answer. Without one (a
@@ -11,13 +15,18 @@ the query.
 """
 from __future__ import annotations
 
-from typing import Any
+import json
+from typing import TYPE_CHECKING, Any
 
 import duckdb
-import pyarrow as pa
 
 from polytrace.queries.catalog import Query, bind, digest, load_catalog
-from polytrace.queries.runner import Answer
+from polytrace.queries.render import Rows
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from polytrace.queries.runner import Answer
 
 # An answer longer than this is not kept: its lookup would cost what running the query does.
 MAX_ROWS = 100_000
@@ -28,6 +37,8 @@ def stored_queries() -> list[Query]:
 
 
 def encode(answer: Answer) -> bytes:
+    import pyarrow as pa
+
     sink = pa.BufferOutputStream()
     with pa.ipc.new_stream(sink, answer.table.schema) as writer:
         writer.write_table(answer.table)
@@ -35,10 +46,32 @@ def encode(answer: Answer) -> bytes:
 
 
 def decode(blob: bytes, row_cap: int | None) -> Answer:
+    import pyarrow as pa
+
+    from polytrace.queries.runner import Answer
+
     table = pa.ipc.open_stream(blob).read_all()
     if row_cap is not None and table.num_rows > row_cap:
         return Answer(table.slice(0, row_cap), True)
     return Answer(table, False)
+
+
+def json_rows(answer: Answer) -> str | None:
+    """The answer's columns and rows as JSON, or None when a column's type is one JSON does not
+    give back as it was (a timestamp, a decimal, a struct): ints, floats (NaN too: Python's json
+    writes and reads it), text, booleans and lists of them come back equal."""
+    if not all(_json_exact(f.type) for f in answer.table.schema):
+        return None
+    return json.dumps({"columns": answer.columns, "rows": answer.rows})
+
+
+def _json_exact(kind: pa.DataType) -> bool:
+    import pyarrow as pa
+
+    if pa.types.is_list(kind) or pa.types.is_large_list(kind):
+        return _json_exact(kind.value_type)
+    return any(test(kind) for test in (pa.types.is_integer, pa.types.is_floating, pa.types.is_string,
+                                       pa.types.is_large_string, pa.types.is_boolean, pa.types.is_null))
 
 
 def keepable(query: Query, bound: dict[str, Any]) -> bool:
@@ -61,6 +94,24 @@ def read_kept(con: duckdb.DuckDBPyConnection, run_id: str, name: str, row_cap: i
     return decode(rows[0][0], row_cap) if rows else None
 
 
+def read_printable(con: duckdb.DuckDBPyConnection, run_id: str, name: str,
+                   row_cap: int | None = None) -> Rows | Answer | None:
+    """The kept answer to query `name` as read_kept gives it, as its JSON rows when they are kept:
+    what the CLI prints, without Arrow."""
+    found = con.execute("SELECT rows_json, answer FROM run_answers WHERE run_id = $run_id AND query = $query "
+                        "AND catalog = $catalog LIMIT 1",
+                        {"run_id": run_id, "query": name, "catalog": digest()}).fetchall()
+    if not found:
+        return None
+    text, blob = found[0]
+    if text is None:
+        return decode(blob, row_cap)
+    kept = json.loads(text)
+    rows = [tuple(r) for r in kept["rows"]]
+    cut = row_cap is not None and len(rows) > row_cap
+    return Rows(kept["columns"], rows[:row_cap] if cut else rows, cut)
+
+
 def read_all(con: duckdb.DuckDBPyConnection, run_id: str, queries: list[Query]) -> list[Answer] | None:
     """The kept answers to these queries for the run at their defaults, in their order, in one
     lookup; None unless every one of them is kept."""
@@ -78,7 +129,8 @@ def keep(con: duckdb.DuckDBPyConnection, run_ids: list[str], answers: list[tuple
     transaction."""
     catalog = digest()
     con.execute("DELETE FROM run_answers WHERE list_contains($ids, run_id)", {"ids": run_ids})
-    kept = [{"run_id": run_id, "query": name, "catalog": catalog, "answer": encode(a)}
+    kept = [{"run_id": run_id, "query": name, "catalog": catalog, "answer": encode(a),
+             "rows_json": json_rows(a)}
             for run_id, name, a in answers if not a.truncated and a.table.num_rows <= MAX_ROWS]
     if kept:  # one statement: executemany runs one INSERT per answer
         con.execute("INSERT INTO run_answers BY NAME SELECT unnest($kept, recursive := true)", {"kept": kept})

@@ -1,16 +1,27 @@
 """Renderings of a query Answer: JSON-ready rows, CSV text, Parquet bytes, a terminal table, polars;
-and the registry of output formats (RENDERERS) that REST, the CLI and the pages offer."""
+and the registry of output formats (RENDERERS) that REST, the CLI and the pages offer. The CLI's
+formats read only an answer's columns and rows, so they print Rows as well, without Arrow."""
 from __future__ import annotations
 
 import csv
 import io
 import json
 import math
+import unicodedata
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
 if TYPE_CHECKING:
     from polytrace.queries.runner import Answer
+
+
+@dataclass(frozen=True)
+class Rows:
+    """Rows printed as an answer is: a kept answer's JSON rows (queries/answers.py), or what a
+    command computes that no catalog query does (simulate, synth)."""
+    columns: list[str]
+    rows: list[tuple]
+    truncated: bool = False
 
 
 def jsonable(value: Any) -> Any:
@@ -64,16 +75,39 @@ def significant(value: float, digits: int = 3) -> str:
     return text.rstrip("0").rstrip(".") if decimals else text
 
 
-def terminal_table(answer: Answer):
-    """A rich Table: floats to 4 significant digits (whole from 1,000 up), never in exponent
-    notation; NULL as blank; text as it is (a kernel's "[param]cuda" is no rich markup)."""
-    from rich.table import Table
-    from rich.text import Text
+def terminal_text(answer: Answer | Rows) -> str:
+    """The terminal table, boxed as rich draws one and never cut or wrapped (a pager scrolls it):
+    floats to 4 significant digits (whole from 1,000 up), never in exponent notation; NULL as
+    blank; a control character in text escaped, so that a file's bytes cannot drive the terminal."""
+    header = [printable(c) for c in answer.columns]
+    body = [[_cell(v) for v in row] for row in answer.rows]
+    widths = [max(map(_width, column)) for column in zip(header, *body)]
 
-    table = Table(*answer.columns)
-    for r in answer.rows:
-        table.add_row(*(Text("" if v is None else _float_cell(v) if isinstance(v, float) else str(v)) for v in r))
-    return table
+    def line(left: str, fill: str, middle: str, right: str) -> str:
+        return left + middle.join(fill * (w + 2) for w in widths) + right
+
+    def cells(edge: str, texts: list[str]) -> str:
+        return edge + edge.join(f" {t}{' ' * (w - _width(t))} " for t, w in zip(texts, widths)) + edge
+
+    return "\n".join([line("┏", "━", "┳", "┓"), cells("┃", header), line("┡", "━", "╇", "┩"),
+                      *(cells("│", r) for r in body), line("└", "─", "┴", "┘")]) + "\n"
+
+
+def _cell(value: Any) -> str:
+    return "" if value is None else _float_cell(value) if isinstance(value, float) else printable(str(value))
+
+
+def printable(text: str) -> str:
+    """`text` with every control character escaped (\\x1b, \\n, ...): a file's name or bytes
+    cannot move the cursor, clear the screen or start a second line of what a terminal shows."""
+    if text.isprintable():
+        return text
+    return "".join(ch if ch.isprintable() else ch.encode("unicode_escape").decode("ascii") for ch in text)
+
+
+def _width(text: str) -> int:
+    """Terminal cells: an East Asian wide character takes two."""
+    return len(text) + sum(unicodedata.east_asian_width(ch) in "WF" for ch in text if ord(ch) > 0x1100)
 
 
 def _float_cell(value: float) -> str:
@@ -92,18 +126,18 @@ def polars(answer: Answer):
 class Renderer:
     """An output format: its name (REST's ?format= and the CLI's --output), its media type over
     HTTP and the Accept types that ask for it (none: terminal only), whether the CLI offers it,
-    and `render`, the whole output (a REST download, the CLI's stdout); None for the terminal
-    table, which rich prints. REST's JSON is the query's body (json_body) rather than `render`."""
+    and `render`, the whole output (a REST download, the CLI's stdout). REST's JSON is the query's
+    body (json_body) rather than `render`."""
 
     name: str
     media_type: str | None
     accepts: tuple[str, ...]
     cli: bool
-    render: Callable[[Answer], str | bytes] | None
+    render: Callable[[Answer], str | bytes]
 
 
 RENDERERS: dict[str, Renderer] = {r.name: r for r in (
-    Renderer("table", None, (), True, None),
+    Renderer("table", None, (), True, terminal_text),
     Renderer("json", "application/json", ("application/json",), True,
              lambda answer: json.dumps(records(answer)) + "\n"),
     Renderer("csv", "text/csv; charset=utf-8", ("text/csv",), True, csv_text),

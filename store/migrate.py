@@ -17,7 +17,7 @@ import duckdb
 from polytrace.store import aggregates, vocabulary
 from polytrace.store.errors import StoreError
 
-SCHEMA_VERSION = 10
+SCHEMA_VERSION = 11
 # version -> statements that bring a database of version - 1 to it. Version 1 is every
 # database written before the version was recorded; its tables are a subset of today's,
 # so schema.sql (all IF NOT EXISTS) brings it up to date. Version 3 adds runs.length_unit;
@@ -32,7 +32,8 @@ SCHEMA_VERSION = 10
 # Version 9 gives gpu_ranks each file's clock and its origin (NULL for ranks loaded before: their
 # clocks are unknown, and the ranks of such a run are compared unshifted, as before). Version 10
 # keeps each run's findings list in run_overview.findings, read without Arrow; NULL makes the
-# line stale, so the next writer fills it.
+# line stale, so the next writer fills it. Version 11 keeps each answer's JSON rows too: run_answers
+# is made anew (as in version 5) and every run's line made stale, so the next writer keeps them.
 MIGRATIONS: dict[int, tuple[str, ...]] = {
     2: (),
     3: ("ALTER TABLE runs ADD COLUMN IF NOT EXISTS length_unit VARCHAR",),
@@ -48,6 +49,7 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
     9: ("ALTER TABLE gpu_ranks ADD COLUMN IF NOT EXISTS clock VARCHAR",
         "ALTER TABLE gpu_ranks ADD COLUMN IF NOT EXISTS clock_origin_ns BIGINT"),
     10: ("ALTER TABLE run_overview ADD COLUMN IF NOT EXISTS findings VARCHAR",),
+    11: ("DROP TABLE IF EXISTS run_answers", "UPDATE run_overview SET findings = NULL"),
 }
 # Derived tables an older schema had: a lake exported then still holds them, and a restore
 # leaves them out without a word.
@@ -82,7 +84,10 @@ def _meta(con: duckdb.DuckDBPyConnection) -> dict[str, str] | None:
 
 def problem(con: duckdb.DuckDBPyConnection) -> str | None:
     """Why a reader cannot use this database as it is, or None."""
-    meta = _meta(con)
+    try:  # a current database answers in one lookup, without a scan of the catalog's tables
+        meta = dict(con.execute("SELECT key, value FROM store_meta").fetchall())
+    except duckdb.CatalogException:
+        meta = _meta(con)
     if meta is None:
         return "not a PolyTrace database (no runs table)"
     version = int(meta.get("schema_version", "1"))

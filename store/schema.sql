@@ -392,7 +392,8 @@ CREATE TABLE IF NOT EXISTS run_answers (
     run_id  VARCHAR, -- the run
     query   VARCHAR, -- the catalog query, e.g. run_summary
     catalog VARCHAR, -- digest of the catalog that computed it
-    answer  BLOB USING COMPRESSION uncompressed -- its rows and their types: one Arrow IPC stream
+    answer  BLOB USING COMPRESSION uncompressed, -- its rows and their types: one Arrow IPC stream
+    rows_json VARCHAR USING COMPRESSION uncompressed -- {"columns", "rows"}; NULL unless JSON keeps each value
 );
 
 -- Numeric fields of a sample beyond the canonical samples columns, in long form: the reward

@@ -3,6 +3,8 @@ what the query computes (up to the last bit of a float sum, whose order DuckDB's
 and never an answer from before the run's last change."""
 from __future__ import annotations
 
+import json
+import math
 from importlib import resources
 
 import pyarrow as pa
@@ -81,6 +83,32 @@ def test_only_the_defaults_of_the_current_catalog_are_read_and_a_row_cap_still_h
     assert answers.read(con, get_query("runs_overview"), {}) is None  # not a stored query
     con.execute("UPDATE run_answers SET catalog = 'older' WHERE run_id = 'r4' AND query = 'run_summary'")
     assert kept(con, "r4", "run_summary") is None
+
+
+def test_an_answer_is_kept_as_json_rows_when_json_gives_each_value_back():
+    nan = float("nan")
+    exact = Answer(pa.table({"step": pa.array([1, 2], pa.int32()), "x": [0.1, nan], "tag": ["a", None],
+                             "ok": [True, False], "steps": pa.array([[1, 2], []], pa.list_(pa.int32()))}), False)
+    assert answers.json_rows(exact) == ('{"columns": ["step", "x", "tag", "ok", "steps"], '
+                                        '"rows": [[1, 0.1, "a", true, [1, 2]], [2, NaN, null, false, []]]}')
+    assert math.isnan(json.loads(answers.json_rows(exact))["rows"][1][1])
+    when = Answer(pa.table({"at": pa.array([0], pa.timestamp("us")), "x": [1.5]}), False)
+    assert answers.json_rows(when) is None  # a timestamp would come back as text
+    assert answers.json_rows(Answer(pa.table({"d": pa.array([1], pa.decimal128(5, 2))}), False)) is None
+
+
+def test_the_cli_reads_the_json_rows_and_arrow_where_there_are_none():
+    con = load_case("findings")
+    overview.refresh(con, ["r4"])
+    full = answers.read_printable(con, "r4", "step_budget")
+    assert isinstance(full, answers.Rows) and not full.truncated
+    assert full.rows == kept(con, "r4", "step_budget").rows and full.columns == kept(con, "r4", "step_budget").columns
+    capped = answers.read_printable(con, "r4", "step_budget", row_cap=1)
+    assert capped.rows == full.rows[:1] and capped.truncated
+    con.execute("UPDATE run_answers SET rows_json = NULL WHERE run_id = 'r4' AND query = 'step_budget'")
+    arrow = answers.read_printable(con, "r4", "step_budget")
+    assert isinstance(arrow, Answer) and arrow.rows == full.rows
+    assert answers.read_printable(con, "r3", "step_budget") is None  # r3 not summed up
 
 
 def test_a_stored_query_takes_a_run_and_defaults_for_the_rest():

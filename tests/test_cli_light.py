@@ -1,6 +1,6 @@
 """The light commands pay only for what they use (issue 42): `--help` imports no DuckDB, Arrow or
 catalog; `findings` reads the kept list without Arrow or a parse of the catalog; `query` on a
-kept answer parses no catalog and prints what the runner computes."""
+kept answer parses no catalog, imports no Arrow, and prints what the runner computes."""
 from __future__ import annotations
 
 import json
@@ -44,6 +44,16 @@ def test_help_imports_no_engine():
     assert not {"duckdb", "pyarrow", "numpy", "polars", "polytrace.queries.catalog"} & loaded
 
 
+def test_a_command_builds_its_own_parser_alone_and_a_wrong_name_lists_them_all(capsys):
+    from polytrace.cli.parser import COMMANDS
+
+    loaded = loaded_after(["findings", "--help"])
+    assert "polytrace.cli.findings" in loaded and not {f"polytrace.cli.{c}" for c in COMMANDS if c != "findings"} & loaded
+    with pytest.raises(SystemExit):
+        main(["finding", "r4"])
+    assert "invalid choice: 'finding' (choose from 'ingest', 'query'" in capsys.readouterr().err
+
+
 def test_findings_on_a_kept_list_reads_no_arrow_and_parses_no_catalog(kept_db):
     loaded = loaded_after(["findings", "r4", "--db", str(kept_db)])
     assert "duckdb" in loaded and "polytrace.queries.findings" in loaded
@@ -57,6 +67,7 @@ def test_findings_on_a_kept_list_reads_no_arrow_and_parses_no_catalog(kept_db):
 def test_query_on_a_kept_answer_parses_no_catalog(kept_db):
     loaded = loaded_after(["query", "run_summary", "-p", "run_id=r4", "--db", str(kept_db)])
     assert "polytrace.queries.answers" in loaded and "catalog parsed" not in loaded
+    assert not {"pyarrow", "numpy", "polytrace.queries.runner"} & loaded  # its JSON rows printed
     # a parameter besides the run: the runner answers
     loaded = loaded_after(["query", "metric", "-p", "run_id=r4", "-p", "key=x", "--db", str(kept_db)])
     assert "catalog parsed" in loaded

@@ -142,15 +142,25 @@ def test_a_version_9_database_gains_the_findings_column_and_its_runs_are_summed_
         assert con.execute("SELECT count(*) FROM run_overview WHERE findings IS NULL").fetchall() == [(0,)]
 
 
+def test_a_version_10_database_keeps_its_answers_json_rows_once_summed_up_again(tmp_path, capsys):
+    """Schema 11 keeps each answer's rows as JSON beside its Arrow stream, for the CLI."""
+    db = tmp_path / "v10.duckdb"
+    want = _as_version(db, 10, "CREATE TABLE answers_v10 AS SELECT run_id, query, catalog, answer FROM run_answers",
+                       "DROP TABLE run_answers", "ALTER TABLE answers_v10 RENAME TO run_answers")
+    assert main(["migrate", "--db", str(db)]) == 0
+    assert "8 of 8 runs summed up again" in capsys.readouterr().err
+    with store.open(db, "r") as con:
+        assert stored(con, "r4") == want
+        assert con.execute("SELECT count(*) = count(rows_json), count(*) > 0 FROM run_answers").fetchall() == \
+            [(True, True)]
+
+
 def test_a_version_4_database_keeps_its_answers_uncompressed_once_summed_up_again(tmp_path, capsys):
     """Read from a compressed column (ZSTD for answers of some size), one answer cost the
     decompression of all the answers stored beside it."""
     db = tmp_path / "v4.duckdb"
-    con = store.open(db)
-    con.execute("DROP TABLE run_answers")
-    con.execute("CREATE TABLE run_answers (run_id VARCHAR, query VARCHAR, catalog VARCHAR, answer BLOB)")
-    con.close()
-    want = _as_version(db, 4)
+    want = _as_version(db, 4, "CREATE TABLE answers_v4 AS SELECT run_id, query, catalog, answer FROM run_answers",
+                       "DROP TABLE run_answers", "ALTER TABLE answers_v4 RENAME TO run_answers")
     with duckdb.connect(str(db)) as con:
         assert "Uncompressed" not in _answer_compression(con)  # DuckDB chose (ZSTD, FSST) before
     assert main(["migrate", "--db", str(db)]) == 0

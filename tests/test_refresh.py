@@ -5,6 +5,8 @@ golden cases and on real runs of each kind (a verl log, a PolyTrace log, a Kinet
 timeline, an Nsight Systems export)."""
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from polytrace import service, store
@@ -136,6 +138,11 @@ def test_the_refresh_keeps_what_every_query_answers_on_a_real_run(shared_data, t
         kept = {q: answers.read_kept(con, run_id, q) for q in NEEDED}
         assert_same_answers(kept, every_answer(con, run_id))
         assert overview.stale(con) == []
+        printable = {q: answers.read_printable(con, run_id, q) for q in NEEDED}
+        assert [q for q, a in printable.items() if not isinstance(a, answers.Rows)] == []  # all JSON-exact
+        # bit for bit, NaN included: json.dumps writes each float's repr
+        assert [q for q in NEEDED if json.dumps([printable[q].columns, printable[q].rows])
+                != json.dumps([kept[q].columns, kept[q].rows])] == []
     finally:
         con.close()
 

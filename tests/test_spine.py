@@ -95,31 +95,36 @@ def test_a_notebook_reads_through_connect_without_taking_the_database(tmp_path):
 
 def test_the_terminal_table_writes_numbers_out_in_full():
     import pyarrow as pa
-    from rich.console import Console
 
-    from polytrace.queries.render import terminal_table
+    from polytrace.queries.render import terminal_text
     from polytrace.queries.runner import Answer
 
     answer = Answer(pa.table({"us": [63400.5, 1411.0, 999.95, -0.000123, None], "n": [1, 2, 3, 4, 5]}), False)
-    console = Console(record=True, width=80)
-    console.print(terminal_table(answer))
-    cells = [line.split("│")[1:3] for line in console.export_text().splitlines() if line.startswith("│")]
+    cells = [line.split("│")[1:3] for line in terminal_text(answer).splitlines() if line.startswith("│")]
     assert [(u.strip(), n.strip()) for u, n in cells] == [
         ("63,400", "1"), ("1,411", "2"), ("1,000", "3"), ("-0.000123", "4"), ("", "5")]
 
 
 def test_the_terminal_table_prints_brackets_in_text_as_they_are():
-    import pyarrow as pa
-    from rich.console import Console
-
-    from polytrace.queries.render import terminal_table
-    from polytrace.queries.runner import Answer
+    from polytrace.queries.render import Rows, terminal_text
 
     # Kineto's record_function names, as the shared alexnet trace has them
     names = ["[param]cuda", "[bold]x[/bold]", "[pytorch.model.alex_net|0|0|0]"]
-    console = Console(record=True, width=80)
-    console.print(terminal_table(Answer(pa.table({"name": names}), False)))
-    assert [line.strip("│ ") for line in console.export_text().splitlines() if line.startswith("│")] == names
+    text = terminal_text(Rows(["name"], [(n,) for n in names]))
+    assert [line.strip("│ ") for line in text.splitlines() if line.startswith("│")] == names
+
+
+def test_the_terminal_table_is_boxed_whole_its_text_escaped_and_wide_characters_counted_twice():
+    from polytrace.queries.render import Rows, terminal_text
+
+    assert terminal_text(Rows(["step", "kernel"], [(1, "gemm\x1b[2J"), (None, "注意")])) == (
+        "┏━━━━━━┳━━━━━━━━━━━━━┓\n"
+        "┃ step ┃ kernel      ┃\n"
+        "┡━━━━━━╇━━━━━━━━━━━━━┩\n"
+        "│ 1    │ gemm\\x1b[2J │\n"
+        "│      │ 注意        │\n"
+        "└──────┴─────────────┘\n")
+    assert terminal_text(Rows(["a"], [])) == "┏━━━┓\n┃ a ┃\n┡━━━┩\n└───┘\n"  # as rich draws an empty one
 
 
 def test_serve_on_a_port_in_use_says_so_in_one_line(tmp_path):

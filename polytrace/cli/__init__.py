@@ -20,8 +20,9 @@ REPORTED = (("polytrace.store.errors", "StoreError"), ("polytrace.cli.errors", "
 def main(argv: list[str] | None = None) -> int:
     from polytrace.cli.parser import build_parser
 
+    argv = sys.argv[1:] if argv is None else argv
     try:
-        args = build_parser().parse_args(argv)
+        args = build_parser(argv).parse_args(argv)
         return args.func(args)
     except KeyboardInterrupt:
         print("error: interrupted", file=sys.stderr)

@@ -4,24 +4,15 @@ from __future__ import annotations
 
 import sys
 
-from polytrace.queries.render import CLI_FORMATS  # noqa: F401 (each command's --output choices)
+# CLI_FORMATS: each command's --output choices
+from polytrace.queries.render import CLI_FORMATS, RENDERERS, Rows  # noqa: F401
 
 
 def print_answer(answer, output: str) -> None:
-    """A query Answer on stdout as a table, JSON records or CSV; a cut at the row cap on stderr."""
-    from polytrace.queries import render
-
-    renderer = render.RENDERERS[output]
-    if renderer.render is not None:
-        sys.stdout.write(renderer.render(answer))
-    else:
-        from rich.console import Console
-
-        table = render.terminal_table(answer)
-        wide = Console(width=10_000).measure(table).maximum  # as wide as its widest cells, unwrapped
-        Console(width=max(100, 14 * len(answer.columns), min(wide, 400))).print(table)
+    """A query Answer (or Rows) on stdout as a table, JSON records or CSV; a cut at the row cap on stderr."""
+    sys.stdout.write(RENDERERS[output].render(answer))
     if answer.truncated:
-        print(f"truncated at {answer.table.num_rows:,} rows (raise POLYTRACE_ROW_CAP)", file=sys.stderr)
+        print(f"truncated at {len(answer.rows):,} rows (raise POLYTRACE_ROW_CAP)", file=sys.stderr)
 
 
 # The unit a column's name ends in, said in the terminal table's header
@@ -31,16 +22,8 @@ UNIT_SUFFIXES = {"_s": "s", "_pct": "%", "_pp": "pp", "_frac": "0–1"}
 def print_result(columns: list[str], rows: list[tuple], output: str, units: dict[str, str] | None = None) -> None:
     """Rows that are not a catalog query's (simulate, synth) rendered like one; the terminal
     table's headers say each column's unit (`units` for names that do not end in one)."""
-    import pyarrow as pa
-
-    from polytrace.queries.runner import Answer
-
-    table = pa.Table.from_pylist([dict(zip(columns, r)) for r in rows]) if rows else \
-        pa.table({c: pa.array([], pa.null()) for c in columns})
-    table = table.select(columns)
-    if output == "table":
-        table = table.rename_columns([_with_unit(c, units or {}) for c in columns])
-    print_answer(Answer(table, False), output)
+    shown = [_with_unit(c, units or {}) for c in columns] if output == "table" else columns
+    print_answer(Rows(shown, rows), output)
 
 
 def _with_unit(column: str, units: dict[str, str]) -> str:

@@ -42,9 +42,9 @@ def run(args) -> int:
 
 
 def _kept(con, name: str, run_id: str):
-    from polytrace.queries.answers import read_kept
+    from polytrace.queries.answers import read_printable
 
-    return read_kept(con, run_id, name, limits().row_cap)
+    return read_printable(con, run_id, name, limits().row_cap)
 
 
 def _query(name: str, params: dict[str, str]):
