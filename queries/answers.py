@@ -20,12 +20,13 @@ from typing import TYPE_CHECKING, Any
 
 import duckdb
 
-from polytrace.queries.catalog import Query, bind, digest, load_catalog
+from polytrace.queries.digest import digest
 from polytrace.queries.render import Rows
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
+    from polytrace.queries.catalog import Query
     from polytrace.queries.runner import Answer
 
 # An answer longer than this is not kept: its lookup would cost what running the query does.
@@ -33,6 +34,8 @@ MAX_ROWS = 100_000
 
 
 def stored_queries() -> list[Query]:
+    from polytrace.queries.catalog import load_catalog
+
     return [q for q in load_catalog().values() if q.stored]
 
 
@@ -76,6 +79,8 @@ def _json_exact(kind: pa.DataType) -> bool:
 
 def keepable(query: Query, bound: dict[str, Any]) -> bool:
     """Whether `bound` asks what a kept answer answers: a stored query, a run, the defaults."""
+    from polytrace.queries.catalog import bind
+
     return query.stored and "run_id" in bound and bound == bind(query, {"run_id": bound["run_id"]})
 
 

@@ -18,10 +18,11 @@ from typing import TYPE_CHECKING, Any, Iterable
 
 import duckdb
 
-from polytrace.queries.catalog import Query, digest, load_catalog
+from polytrace.queries.digest import digest
 from polytrace.queries.limits import Limits
 
 if TYPE_CHECKING:
+    from polytrace.queries.catalog import Query
     from polytrace.queries.runner import Answer
 
 SECTION = "Findings"
@@ -29,6 +30,8 @@ SEVERITIES = ("critical", "warn", "info")
 
 
 def finding_queries() -> list[Query]:
+    from polytrace.queries.catalog import load_catalog
+
     return [q for q in load_catalog().values() if q.section == SECTION]
 
 

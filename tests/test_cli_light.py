@@ -1,6 +1,6 @@
 """The light commands pay only for what they use (issue 42): `--help` imports no DuckDB, Arrow or
-catalog; `findings` reads the kept list without Arrow or a parse of the catalog; `query` on a
-kept answer parses no catalog, imports no Arrow, and prints what the runner computes."""
+catalog; `findings` reads the kept list without Arrow or the catalog package; `query` on a kept
+answer imports neither, and prints what the runner computes."""
 from __future__ import annotations
 
 import json
@@ -57,7 +57,7 @@ def test_a_command_builds_its_own_parser_alone_and_a_wrong_name_lists_them_all(c
 def test_findings_on_a_kept_list_reads_no_arrow_and_parses_no_catalog(kept_db):
     loaded = loaded_after(["findings", "r4", "--db", str(kept_db)])
     assert "duckdb" in loaded and "polytrace.queries.findings" in loaded
-    assert not {"pyarrow", "polytrace.queries.runner", "catalog parsed"} & loaded
+    assert not {"pyarrow", "polytrace.queries.runner", "polytrace.queries.catalog", "catalog parsed"} & loaded
     # and the runner's path once the list is not kept
     con = load_case("findings", str(kept_db.parent / "unkept.duckdb"))
     con.close()
@@ -67,7 +67,8 @@ def test_findings_on_a_kept_list_reads_no_arrow_and_parses_no_catalog(kept_db):
 def test_query_on_a_kept_answer_parses_no_catalog(kept_db):
     loaded = loaded_after(["query", "run_summary", "-p", "run_id=r4", "--db", str(kept_db)])
     assert "polytrace.queries.answers" in loaded and "catalog parsed" not in loaded
-    assert not {"pyarrow", "numpy", "polytrace.queries.runner"} & loaded  # its JSON rows printed
+    # its JSON rows printed, found by the catalog's digest alone
+    assert not {"pyarrow", "numpy", "polytrace.queries.runner", "polytrace.queries.catalog"} & loaded
     # a parameter besides the run: the runner answers
     loaded = loaded_after(["query", "metric", "-p", "run_id=r4", "-p", "key=x", "--db", str(kept_db)])
     assert "catalog parsed" in loaded

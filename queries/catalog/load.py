@@ -1,7 +1,6 @@
 """Loading: the bundled catalog and a site's own queries, parsed, composed and linted once."""
 from __future__ import annotations
 
-import hashlib
 import re
 from collections.abc import Mapping
 from dataclasses import replace
@@ -9,21 +8,17 @@ from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 
-from polytrace import settings
 from polytrace.queries.catalog.compose import composed, inputs, table_references, views_needed
 from polytrace.queries.catalog.lint import lint, lint_view
 from polytrace.queries.catalog.model import CatalogError, Query, View
 from polytrace.queries.catalog.parse import code_only, parse_query, parse_view
+from polytrace.queries.digest import extra_queries, sql_files
 from polytrace.store.aggregates import names as aggregate_names
 from polytrace.store.migrate import schema_sql, views_sql
 
 _CREATE_TABLE = re.compile(r"CREATE\s+TABLE\s+(?:IF\s+NOT\s+EXISTS\s+)?(\w+)", re.IGNORECASE)
 _CREATE_VIEW = re.compile(r"CREATE\s+(?:OR\s+REPLACE\s+)?VIEW\s+(\w+)\s+AS\b(.*?);",
                           re.IGNORECASE | re.DOTALL)
-
-def _sql_files(folder) -> list:
-    return sorted((e for e in folder.iterdir() if e.name.endswith(".sql")), key=lambda e: e.name)
-
 
 @lru_cache(maxsize=1)
 def store_relations() -> dict[str, frozenset[str]]:
@@ -42,7 +37,7 @@ def store_relations() -> dict[str, frozenset[str]]:
 def load_views() -> dict[str, View]:
     """queries/views/*.sql, linted."""
     folder = resources.files("polytrace.queries").joinpath("views")
-    views = {e.name[:-4]: parse_view(e.name[:-4], e.read_text()) for e in _sql_files(folder)}
+    views = {e.name[:-4]: parse_view(e.name[:-4], e.read_text()) for e in sql_files(folder)}
     tables = set(store_relations())
     for view in views.values():
         lint_view(view, views, tables)
@@ -55,12 +50,7 @@ def load_views() -> dict[str, View]:
 def load_catalog() -> dict[str, Query]:
     """The bundled queries, plus any .sql files in $POLYTRACE_EXTRA_QUERIES (a site's own
     queries in the same format; tests use it for a deliberately slow query)."""
-    return _load_catalog(_extra())
-
-
-def _extra() -> str | None:
-    extra = settings.get().extra_queries
-    return str(extra) if extra else None
+    return _load_catalog(extra_queries())
 
 
 def load_query(name: str, text: str, views: Mapping[str, View], *, source: str | None = None,
@@ -75,7 +65,7 @@ def load_query(name: str, text: str, views: Mapping[str, View], *, source: str |
 def _load_catalog(extra: str | None) -> dict[str, Query]:
     views = load_views()
     catalog = {}
-    for entry in _sql_files(resources.files("polytrace.queries")):
+    for entry in sql_files(resources.files("polytrace.queries")):
         name = entry.name[:-4]
         query = load_query(name, entry.read_text(), views)
         catalog[name] = replace(query, inputs=inputs(query.text, views, store_relations()))
@@ -83,35 +73,10 @@ def _load_catalog(extra: str | None) -> dict[str, Query]:
         folder = Path(extra)
         if not folder.is_dir():
             raise CatalogError(f"POLYTRACE_EXTRA_QUERIES: {folder} is not a directory")
-        for entry in _sql_files(folder):
+        for entry in sql_files(folder):
             name = entry.name[:-4]
             catalog[name] = load_query(name, entry.read_text(), views, source=str(entry), strict=False)
     return catalog
-
-
-def digest() -> str:
-    """Changes whenever any query or view of the catalog does, or which are stored: what a stored
-    result was computed by, and which answers a run's last refresh kept."""
-    return _digest(_extra())
-
-
-@lru_cache(maxsize=4)
-def _digest(extra: str | None) -> str:
-    return digest_of(catalog_texts(extra))
-
-
-def catalog_texts(extra: str | None) -> list[tuple[str, str]]:
-    """Each catalog file's name and text, views and a site's own queries included. The digest is
-    taken from the text, unparsed, so that a command served by a kept answer parses nothing."""
-    bundled = resources.files("polytrace.queries")
-    folders = {"": bundled, "views/": bundled.joinpath("views")}
-    if extra and Path(extra).is_dir():
-        folders["extra/"] = Path(extra)
-    return [(prefix + e.name, e.read_text()) for prefix, folder in folders.items() for e in _sql_files(folder)]
-
-
-def digest_of(texts: list[tuple[str, str]]) -> str:
-    return hashlib.sha256(repr(sorted(texts)).encode()).hexdigest()[:16]
 
 
 def get_query(name: str) -> Query:
