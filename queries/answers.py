@@ -4,8 +4,9 @@ queries (run_summary, step_budget, the findings, every chart of the run page at 
 one small lookup instead of planning and running their SQL.
 
 A kept answer is kept twice: as an Arrow IPC stream (its types, for REST and the pages) and, when
-JSON writes every column's values exactly, as JSON rows that the CLI prints without importing
-Arrow (and numpy with it: twice the time of the rest of a light command).
+JSON gives every column's values back exactly, as JSON rows that the CLI prints without importing
+Arrow (whose import, numpy's with it, cost `polytrace query` on a kept answer more than all the
+rest of the command did).
 
 A kept answer is the one for the run_id and the defaults of the query's other parameters, from
 the current catalog; any write that changes the run's rows deletes it in its own transaction
