@@ -17,6 +17,7 @@ the query.
 from __future__ import annotations
 
 import json
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 import duckdb
@@ -69,6 +70,7 @@ def json_rows(answer: Answer) -> str | None:
     return json.dumps({"columns": answer.columns, "rows": answer.rows})
 
 
+@lru_cache(maxsize=256)  # a refresh asks of every column of every answer: a few types in all
 def _json_exact(kind: pa.DataType) -> bool:
     import pyarrow as pa
 

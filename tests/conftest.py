@@ -3,11 +3,12 @@ suite's tiers, marked here from what each test uses."""
 from __future__ import annotations
 
 import inspect
-import logging
 import os
 import re
 import shutil
 import socket
+import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -120,16 +121,42 @@ def make_server(tmp_path):
         srv.__exit__(None, None, None)
 
 
+# moto's server, quiet (a log record per request costs it ~5%), until its stdin closes
+MOTO = """import logging, sys
+from moto.server import ThreadedMotoServer
+logging.getLogger("werkzeug").setLevel(logging.WARNING)
+ThreadedMotoServer(ip_address="127.0.0.1", port=int(sys.argv[1]), verbose=False).start()
+sys.stdin.read()
+"""
+
+
 @pytest.fixture(scope="session")
 def s3_server():
-    """moto's S3-compatible server on 127.0.0.1 at a free port, for the session: its endpoint URL."""
-    moto_server = pytest.importorskip("moto.server")
-    logging.getLogger("werkzeug").setLevel(logging.WARNING)  # a log record per request costs moto ~5%
+    """moto's S3-compatible server on 127.0.0.1 at a free port, for the session: its endpoint URL.
+    In a process of its own: in the test's, its request handling shared one interpreter lock with
+    the test's readers and took the 8 concurrent publishers 3-5 minutes."""
+    pytest.importorskip("moto.server")
+    import httpx
+
     port = free_port()
-    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()
-    yield f"http://127.0.0.1:{port}"
-    server.stop()
+    url = f"http://127.0.0.1:{port}"
+    server = subprocess.Popen([sys.executable, "-c", MOTO, str(port)], stdin=subprocess.PIPE)
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            httpx.get(f"{url}/moto-api/data.json", timeout=1).raise_for_status()
+            break
+        except httpx.HTTPError:
+            if server.poll() is not None or time.monotonic() > deadline:
+                server.kill()
+                pytest.fail(f"moto's server did not start on {url}")
+            time.sleep(0.1)
+    yield url
+    server.stdin.close()
+    try:
+        server.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        server.kill()
 
 
 S3_BUCKET = "team"

@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import httpx
+import pyarrow.parquet as pq
 import pytest
 from pyarrow.fs import FileSelector, FileType, S3FileSystem
 
@@ -332,6 +333,8 @@ def test_a_compacted_lake_answers_the_same_and_opens_without_reading_commits(s3,
         assert (seen.covered, seen.commits) == (sorted(RUNS), [])  # no commit read: the index covers all
         compacted = [k for k in keys(s3, "lake/compact")]
         assert compacted and all(k.endswith(".parquet") for k in compacted)
+        fs = S3FileSystem(endpoint_override=s3)  # each table's rows of both runs in one row group
+        assert {pq.ParquetFile(fs.open_input_file(k)).metadata.num_row_groups for k in compacted} == {1}
         over_s3 = open_lake(LAKE)
         try:
             differences = {name: row_differences(run_bound(native, q, p).rows, run_bound(over_s3, q, p).rows)[:3]
@@ -383,3 +386,17 @@ def test_a_compacted_run_is_known_to_ingest_from_the_index(s3):
         assert object_lake.known_runs(LAKE) == before
     finally:
         native.close()
+
+
+def test_compacted_row_groups_gather_small_batches_up_to_a_bound_of_rows_or_bytes(monkeypatch):
+    import pyarrow as pa
+
+    batches = [pa.record_batch({"x": list(range(k, k + 3))}) for k in range(0, 21, 3)]  # 7 batches of 3 rows
+    reader = pa.RecordBatchReader.from_batches(batches[0].schema, batches)
+    monkeypatch.setattr(object_lake, "ROW_GROUP_ROWS", 5)
+    assert [t.column("x").to_pylist() for t in object_lake.row_groups(reader)] == [
+        [0, 1, 2, 3, 4, 5], [6, 7, 8, 9, 10, 11], [12, 13, 14, 15, 16, 17], [18, 19, 20]]
+    reader = pa.RecordBatchReader.from_batches(batches[0].schema, batches)
+    monkeypatch.setattr(object_lake, "ROW_GROUP_ROWS", 100)
+    monkeypatch.setattr(object_lake, "ROW_GROUP_BYTES", 2 * batches[0].nbytes)
+    assert [t.num_rows for t in object_lake.row_groups(reader)] == [6, 6, 6, 3]
