@@ -33,6 +33,9 @@ if TYPE_CHECKING:
 
 # An answer longer than this is not kept: its lookup would cost what running the query does.
 MAX_ROWS = 100_000
+# Nor are its JSON rows past this: printing thousands of rows costs more than Arrow's import, and
+# a refresh holds every JSON text at once (all of a 10,000-step run's took ~2 KB a step of memory)
+JSON_MAX_ROWS = 1_000
 
 
 def stored_queries() -> list[Query]:
@@ -62,12 +65,16 @@ def decode(blob: bytes, row_cap: int | None) -> Answer:
 
 
 def json_rows(answer: Answer) -> str | None:
-    """The answer's columns and rows as JSON, or None when a column's type is one JSON does not
-    give back as it was (a timestamp, a decimal, a struct): ints, floats (NaN too: Python's json
-    writes and reads it), text, booleans and lists of them come back equal."""
-    if not all(_json_exact(f.type) for f in answer.table.schema):
+    """The answer's columns and rows as JSON, or None when it is longer than JSON_MAX_ROWS or a
+    column's type is one JSON does not give back as it was (a timestamp, a decimal, a struct):
+    ints, floats (NaN too: Python's json writes and reads it), text, booleans and lists of them
+    come back equal."""
+    if answer.table.num_rows > JSON_MAX_ROWS or not all(_json_exact(f.type) for f in answer.table.schema):
         return None
-    return json.dumps({"columns": answer.columns, "rows": answer.rows})
+    # its rows as Python values for this answer alone, not kept on it (Answer.rows): a refresh
+    # holds every answer at once
+    rows = list(zip(*(column.to_pylist() for column in answer.table.columns)))
+    return json.dumps({"columns": answer.columns, "rows": rows})
 
 
 @lru_cache(maxsize=256)  # a refresh asks of every column of every answer: a few types in all

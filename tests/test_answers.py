@@ -95,6 +95,8 @@ def test_an_answer_is_kept_as_json_rows_when_json_gives_each_value_back():
     when = Answer(pa.table({"at": pa.array([0], pa.timestamp("us")), "x": [1.5]}), False)
     assert answers.json_rows(when) is None  # a timestamp would come back as text
     assert answers.json_rows(Answer(pa.table({"d": pa.array([1], pa.decimal128(5, 2))}), False)) is None
+    long = Answer(pa.table({"x": list(range(answers.JSON_MAX_ROWS + 1))}), False)
+    assert answers.json_rows(long) is None and answers.json_rows(Answer(long.table.slice(1), False))
 
 
 def test_the_cli_reads_the_json_rows_and_arrow_where_there_are_none():
