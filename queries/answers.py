@@ -103,22 +103,26 @@ def read(con: duckdb.DuckDBPyConnection, query: Query, bound: dict[str, Any],
 def read_kept(con: duckdb.DuckDBPyConnection, run_id: str, name: str, row_cap: int | None = None) -> Answer | None:
     """The answer kept for query `name` on the run at the defaults of its other parameters, or
     None; looked up by name, without a parse of the catalog."""
-    rows = con.execute("SELECT answer FROM run_answers WHERE run_id = $run_id AND query = $query "
+    found = _kept_row(con, run_id, name, "answer")
+    return decode(found[0], row_cap) if found else None
+
+
+def _kept_row(con: duckdb.DuckDBPyConnection, run_id: str, name: str, columns: str) -> tuple | None:
+    """`columns` of the answer kept for query `name` on the run by the current catalog, or None."""
+    rows = con.execute(f"SELECT {columns} FROM run_answers WHERE run_id = $run_id AND query = $query "
                        "AND catalog = $catalog LIMIT 1",
                        {"run_id": run_id, "query": name, "catalog": digest()}).fetchall()
-    return decode(rows[0][0], row_cap) if rows else None
+    return rows[0] if rows else None
 
 
 def read_printable(con: duckdb.DuckDBPyConnection, run_id: str, name: str,
                    row_cap: int | None = None) -> Rows | Answer | None:
     """The kept answer to query `name` as read_kept gives it, as its JSON rows when they are kept:
     what the CLI prints, without Arrow."""
-    found = con.execute("SELECT rows_json, answer FROM run_answers WHERE run_id = $run_id AND query = $query "
-                        "AND catalog = $catalog LIMIT 1",
-                        {"run_id": run_id, "query": name, "catalog": digest()}).fetchall()
+    found = _kept_row(con, run_id, name, "rows_json, answer")
     if not found:
         return None
-    text, blob = found[0]
+    text, blob = found
     if text is None:
         return decode(blob, row_cap)
     kept = json.loads(text)
