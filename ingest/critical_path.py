@@ -92,20 +92,27 @@ class Window:
 
 @dataclass
 class Path:
-    """One window's critical path: its edges in order as (type, bound, event name or None, track,
-    start us, weight us), the track being the CPU thread or GPU stream the edge's event ran on."""
+    """One window's critical path: its edges in order as columns (EDGE_FIELDS): type and bound (as
+    indices of EDGE_TYPES and BOUNDS), the event's name (None for a dependency), its track (the
+    CPU thread or GPU stream the event ran on), start and weight in us."""
 
     window: Window
-    edges: list[tuple[int, int, str | None, str, float, float]]
+    edges: dict[str, np.ndarray]
     events: int
     span: float  # from the path's first node to its last (us): its length plus the time it waited
 
+    def __len__(self) -> int:
+        return len(self.edges["weight"])
+
     @property
     def length(self) -> float:
-        return sum(e[5] for e in self.edges)
+        return sum(self.edges["weight"].tolist())
 
     def by_bound(self, bound: int) -> float:
-        return sum(e[5] for e in self.edges if e[1] == bound)
+        return sum(self.edges["weight"][self.edges["bound"] == bound].tolist())
+
+
+EDGE_FIELDS = ("type", "bound", "name", "track", "ts", "weight")
 
 
 class Prepared:
@@ -143,16 +150,20 @@ class Prepared:
         self.stream_waits = self.kept & (self.text == "Stream Wait Event")
         # The graph's loops look events up one at a time, where a list costs a tenth of numpy's
         # scalar indexing: node 2i is event i's start, 2i+1 its end.
-        self.times = np.column_stack((self.ts, self.ts + self.dur)).ravel().tolist()
-        self.durs, self.texts = self.dur.tolist(), self.text.tolist()
+        self.node_time = np.column_stack((self.ts, self.ts + self.dur)).ravel()
+        self.times = self.node_time.tolist()
+        self.blocking = np.isin(self.text, list(BLOCKING))
+        self.nccl = np.array([bool(_NCCL_KERNEL.match(s)) for s in names], dtype=bool)[self.name]
+        self.texts = self.text.tolist()
         self.kinds, self.streams = self.kind.tolist(), self.stream.tolist()
         self.partners, self.queues = self.partner.tolist(), self.queue.tolist()
 
-    def track(self, i: int) -> str:
-        """Where event i ran: its GPU stream, or its CPU thread."""
-        if self.streams[i] >= 0:
-            return f"stream {self.streams[i]}"
-        return f"thread {self.tids[self.thread[i]]}"
+    def tracks(self, events: np.ndarray) -> np.ndarray:
+        """Where each event ran: its GPU stream, or its CPU thread."""
+        where = np.where(self.stream[events] >= 0, self.stream[events], -1 - self.thread[events])
+        unique, at = np.unique(where, return_inverse=True)
+        labels = [f"stream {s}" if s >= 0 else f"thread {self.tids[-1 - s]}" for s in unique.tolist()]
+        return np.array(labels, dtype=object)[at]
 
     def _partners(self) -> np.ndarray:
         n = len(self.kind)
@@ -255,69 +266,107 @@ class Prepared:
         return out
 
 
-class Graph:
-    """HTA's CPGraph for one window: nodes 2i (start of event i) and 2i+1 (its end); edges in
-    insertion order, a second edge between the same nodes replacing the first (networkx)."""
+class Edges:
+    """The graph's edges in the order they are added: CPU threads' chains as arrays, GPU edges one
+    at a time. Node 2i is event i's start, 2i+1 its end."""
 
     def __init__(self, p: Prepared, nodes: np.ndarray):
-        self.p = p
-        self.nodes = set(np.flatnonzero(nodes).tolist())  # the events that have nodes
-        self.edges: dict[tuple[int, int], tuple[float, int, int]] = {}
-        self.succ: dict[int, list[int]] = {}
-        self.pred: dict[int, list[int]] = {}
+        self.times = p.times
+        self.has_nodes = nodes
+        self.nodes = nodes.tolist()  # whether each event has nodes
+        self.chunks: list[tuple[np.ndarray, ...]] = []
+        self.u: list[int] = []
+        self.v: list[int] = []
+        self.w: list[float] = []
+        self.kind: list[int] = []
+        self.attributed: list[int] = []
 
-    def time(self, node: int) -> float:
-        return self.p.times[node]
+    def add(self, u: int, v: int, kind: int, attributed: int = -1) -> None:
+        self.u.append(u)
+        self.v.append(v)
+        self.w.append(0.0 if kind in (DEPENDENCY, SYNC_DEPENDENCY) else self.times[v] - self.times[u])
+        self.kind.append(kind)
+        self.attributed.append(attributed)
 
-    def add(self, u: int, v: int, kind: int, attributed: int = -1, zero: bool = False) -> None:
-        times = self.p.times
-        weight = 0.0 if zero or kind in (DEPENDENCY, SYNC_DEPENDENCY) else times[v] - times[u]
-        edge = (u, v)
-        if edge not in self.edges:
-            succ, pred = self.succ, self.pred
-            if u in succ:
-                succ[u].append(v)
-            else:
-                succ[u], pred[u] = [v], []
-            if v in pred:
-                pred[v].append(u)
-            else:
-                succ[v], pred[v] = [], [u]
-        self.edges[edge] = (weight, kind, attributed)
+    def columns(self) -> tuple[np.ndarray, ...]:
+        one = (np.array(self.u, np.int64), np.array(self.v, np.int64), np.array(self.w, np.float64),
+               np.array(self.kind, np.int64), np.array(self.attributed, np.int64))
+        return tuple(np.concatenate(c) for c in zip(*self.chunks, one))
+
+
+class Graph:
+    """HTA's CPGraph for one window, a networkx DiGraph: a second edge between the same nodes
+    replaces the first's attributes and keeps its place; nodes and each node's neighbours in the
+    order their edges were first added. Nodes are renumbered 0..N-1 in that order."""
+
+    def __init__(self, edges: Edges):
+        u, v, w, kind, attributed = edges.columns()
+        key = u * (max(len(edges.times), 1) + 1) + v
+        _, first = np.unique(key, return_index=True)
+        _, last = np.unique(key[::-1], return_index=True)
+        by_first = np.argsort(first)
+        first, last = first[by_first], (len(key) - 1 - last)[by_first]
+        u, v = u[first], v[first]
+        self.w, self.kind, self.attributed = w[last], kind[last], attributed[last]
+        ends = np.column_stack((u, v)).ravel()
+        ids, seen = np.unique(ends, return_index=True)
+        rank = np.empty(len(ids), np.int64)
+        rank[np.argsort(seen)] = np.arange(len(ids))
+        self.node = ids[np.argsort(seen)]  # the original node of each renumbered one
+        self.u, self.v = rank[np.searchsorted(ids, u)], rank[np.searchsorted(ids, v)]
 
     def longest_path(self) -> list[int]:
-        """networkx dag_longest_path: Kahn's order by generations, the first best predecessor,
-        negative sums restarting at 0, the first node with the greatest sum as the end."""
-        indegree = {v: len(us) for v, us in self.pred.items()}
-        generation = [v for v in self.succ if indegree[v] == 0]
-        order = []
+        """Edge indices of networkx's dag_longest_path: Kahn's order by generations, the first best
+        predecessor, negative sums restarting at 0, the first node with the greatest sum as the end.
+        A node's sum is taken when its last predecessor is done (any topological order gives the
+        same sums; only the end's choice among equal sums needs Kahn's)."""
+        n, u, v = len(self.node), self.u, self.v
+        by_u, by_v = np.argsort(u, kind="stable"), np.argsort(v, kind="stable")
+        indegree = np.bincount(v, minlength=n)
+        succ_at = np.concatenate(([0], np.cumsum(np.bincount(u, minlength=n)))).tolist()
+        pred_at = np.concatenate(([0], np.cumsum(indegree))).tolist()
+        weight = np.where(self.w <= -1, 0.0, self.w)
+        succ, succ_weight, succ_edge = v[by_u].tolist(), weight[by_u].tolist(), by_u.tolist()
+        pred, pred_weight, pred_edge = u[by_v].tolist(), weight[by_v].tolist(), by_v.tolist()
+        generation = np.flatnonzero(indegree == 0).tolist()
+        single = (indegree == 1).tolist()
+        indegree = indegree.tolist()
+        length = [0.0] * n  # of the longest path that ends at the node
+        came_by = [-1] * n  # its last edge; -1 where the path starts at the node
+        order: list[int] = []
         while generation:
             order += generation
             following = []
-            for u in generation:
-                for v in self.succ[u]:
-                    indegree[v] -= 1
-                    if indegree[v] == 0:
-                        following.append(v)
+            for a in generation:
+                from_a = length[a]
+                for j in range(succ_at[a], succ_at[a + 1]):
+                    b = succ[j]
+                    indegree[b] -= 1
+                    if indegree[b]:
+                        continue
+                    following.append(b)
+                    if single[b]:
+                        best, best_edge = from_a + succ_weight[j], succ_edge[j]
+                    else:
+                        lo = pred_at[b]
+                        best, best_edge = length[pred[lo]] + pred_weight[lo], pred_edge[lo]
+                        for k in range(lo + 1, pred_at[b + 1]):
+                            value = length[pred[k]] + pred_weight[k]
+                            if value > best:
+                                best, best_edge = value, pred_edge[k]
+                    if best >= 0:
+                        length[b], came_by[b] = best, best_edge
             generation = following
-        if len(order) != len(self.succ):
+        if len(order) != n:
             raise ValueError("the critical-path graph has a cycle")
-        edges, pred = self.edges, self.pred
-        length: dict[int, float] = {}  # of the longest path that ends at the node
-        came_from: dict[int, int] = {}  # its last edge's first node; the node itself where it starts
-        for v in order:
-            best, best_u, first = 0.0, v, True
-            for u in pred[v]:
-                w = edges[u, v][0]
-                value = length[u] + (0.0 if w <= -1 else w)
-                if first or value > best:
-                    best, best_u, first = value, u, False
-            length[v], came_from[v] = (best, best_u) if best >= 0 else (0.0, v)
-        if not length:
+        if not order:
             return []
-        path = [max(length, key=length.__getitem__)]
-        while came_from[path[-1]] != path[-1]:
-            path.append(came_from[path[-1]])
+        at = order[int(np.argmax(np.array(length)[order]))]
+        path = []
+        u_of = u.tolist()
+        while came_by[at] >= 0:
+            path.append(came_by[at])
+            at = u_of[came_by[at]]
         return path[::-1]
 
 
@@ -352,156 +401,166 @@ def _clipped(p: Prepared, w: Window) -> np.ndarray:
     return cpu | launched | p.stream_waits
 
 
-def _cpu_edges(g: Graph, clipped: np.ndarray) -> None:
+def _cpu_edges(p: Prepared, clipped: np.ndarray, edges: Edges) -> None:
     """Each CPU thread's call tree as a chain of operator edges, top-level operators joined by
     dependency edges (_construct_graph_from_call_stack)."""
-    p = g.p
     rows = np.flatnonzero(clipped)
-    for thread in np.unique(p.thread[rows]).tolist():
-        mine = rows[p.thread[rows] == thread]
+    threads = p.thread[rows]
+    for thread in np.unique(threads).tolist():
+        mine = rows[threads == thread]
         if (p.stream[mine] > 0).any():
             continue
-        _thread_edges(g, _call_tree(p, mine.tolist()))
+        chain = _thread_chain(p, mine, edges.has_nodes)
+        if chain.shape[1] > 1:
+            edges.chunks.append(_chain_edges(p, chain))
 
 
-def _call_tree(p: Prepared, rows: list[int]) -> tuple[dict[int, list[int]], dict[int, int]]:
-    """Children and parent of each event by HTA's ordering of starts and ends: by time; at one
-    time ends before starts, longer events start first and shorter ones end first, then by order
-    in the trace. An end pops the top of the stack, whatever it is."""
-    marks = []
-    times, durs = p.times, p.durs
-    for i in rows:
-        ts, dur = times[2 * i], durs[i]
-        marks.append((ts, 1, -dur, i, i))
-        marks.append((ts + dur, 0, dur, -i, i))
-    marks.sort()
-    children: dict[int, list[int]] = {-1: []}
-    parent, stack = {}, []
-    for _, is_start, _, _, i in marks:
-        if is_start:
-            top = stack[-1] if stack else -1
-            parent[i] = top
-            children.setdefault(top, []).append(i)
-            children.setdefault(i, [])
-            stack.append(i)
-        elif stack:
-            stack.pop()
-    return children, parent
+def _thread_chain(p: Prepared, rows: np.ndarray, nodes: np.ndarray) -> np.ndarray:
+    """A thread's events in HTA's walk of its call tree, events without nodes left out: rows of
+    the event, whether the walk enters (1) or leaves (0) it, and its call-tree parent (-1 at the top).
+
+    The tree comes from HTA's ordering of starts and ends: by time; at one time ends before starts,
+    longer events start first and shorter ones end first, then by order in the trace. A start
+    pushes its event; an end pops the top of the stack, whatever it is, or nothing from an empty
+    one. The depth-first walk of that tree is the pushes and pops in this order (a pop leaving the
+    event it popped), then the events never popped, the deepest first."""
+    dur = p.dur[rows]
+    time = np.concatenate((p.ts[rows], p.ts[rows] + dur))
+    starts = np.arange(2 * len(rows)) < len(rows)
+    marks = np.lexsort((np.concatenate((rows, -rows)), np.concatenate((-dur, dur)), starts, time))
+    event, push = np.concatenate((rows, rows))[marks], starts[marks]
+    walked = np.cumsum(np.where(push, 1, -1))
+    depth = walked - np.minimum(np.minimum.accumulate(walked), 0)  # a pop from an empty stack does nothing
+    before = np.concatenate(([0], depth[:-1]))
+    done = push | (before > 0)
+    position, event, push = np.flatnonzero(done), event[done], push[done]
+    level = np.where(push, depth[done], before[done])
+    by_level = np.lexsort((position, level))  # at each level: a push, its pop, the next push, ...
+    popped = ~push[by_level]
+    event[by_level[popped]] = event[by_level[np.flatnonzero(popped) - 1]]
+    parent = _parents(event[push], level[push], position[push])
+    unpopped = np.ones(len(by_level), dtype=bool)
+    unpopped[np.flatnonzero(popped) - 1] = False
+    unpopped &= push[by_level]
+    never = by_level[unpopped]
+    never = never[np.argsort(-level[never], kind="stable")]
+    walk = np.concatenate((event, event[never]))
+    enter = np.concatenate((push, np.zeros(len(never), dtype=bool)))
+    keep = nodes[walk]
+    walk, enter = walk[keep], enter[keep]
+    return np.stack((walk, enter, parent[walk]))
 
 
-def _thread_edges(g: Graph, tree: tuple[dict[int, list[int]], dict[int, int]]) -> None:
-    children, parent = tree
-    p = g.p
-    last = last_top = None
-    last_parent, depth = -1, 0
-    todo = [(c, True) for c in reversed(children[-1])]
-    while todo:
-        e, entering = todo.pop()
-        node = e in g.nodes
-        if entering:
-            todo.append((e, False))
-            todo += [(c, True) for c in reversed(children[e])]
-            if not node:
-                continue
-            if depth == 0 and last_top is not None:
-                g.add(last_top, 2 * e, DEPENDENCY)
-            depth += 1
-            if last is not None:
-                g.add(last, 2 * e, OPERATOR, (last >> 1) if not last & 1 else last_parent)
-            last, last_parent = 2 * e, parent[e]
-        elif node:
-            depth -= 1
-            blocking = p.texts[e] in BLOCKING
-            attributed = (last >> 1) if not last & 1 else e
-            g.add(last, 2 * e + 1, OPERATOR, attributed, zero=blocking)
-            if depth == 0:
-                last, last_top = None, 2 * e + 1
-            else:
-                last, last_parent = 2 * e + 1, parent[e]
+def _parents(event: np.ndarray, level: np.ndarray, position: np.ndarray) -> np.ndarray:
+    """Per event (indexed by event number), the event on top of the stack when it was pushed:
+    the latest push one level up before it."""
+    span = int(position.max(initial=0)) + 1
+    key = level * span + position
+    order = np.argsort(key)
+    at = np.searchsorted(key[order], key - span) - 1
+    above = order[np.maximum(at, 0)]
+    parent = np.full(int(event.max(initial=-1)) + 1, -1, np.int64)
+    parent[event] = np.where((at >= 0) & (level[above] == level - 1), event[above], -1)
+    return parent
 
 
-def _gpu_edges(g: Graph, clipped: np.ndarray) -> None:
+def _chain_edges(p: Prepared, chain: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Consecutive nodes of the walk joined: by a dependency edge after a top-level operator's end,
+    else by an operator edge weighing the time between them (nothing into the end of a blocking
+    call), attributed to the operator it runs inside of."""
+    event, enter, parent = chain
+    enter = enter.astype(bool)
+    node = 2 * event + ~enter
+    depth = np.cumsum(np.where(enter, 1, -1))
+    prev, cur = slice(None, -1), slice(1, None)
+    top_end = ~enter[prev] & (depth[prev] == 0)
+    weight = p.node_time[node[cur]] - p.node_time[node[prev]]
+    weight[top_end | (~enter[cur] & p.blocking[event[cur]])] = 0.0
+    attributed = np.where(enter[prev], event[prev], np.where(enter[cur], parent[prev], event[cur]))
+    return (node[prev], node[cur], weight, np.where(top_end, DEPENDENCY, OPERATOR),
+            np.where(top_end, -1, attributed))
+
+
+def _gpu_edges(p: Prepared, clipped: np.ndarray, edges: Edges) -> None:
     """Kernel spans, launch delays, kernel-to-kernel gaps and syncs, in the order the GPU events
     ran (a sync at its end) (_construct_graph_from_kernels)."""
-    p = g.p
     rows = np.flatnonzero(clipped & ((p.stream != -1) | p.gpu_sync) & (p.partner >= 0))
     key = np.where(p.kind[rows] == SYNC, p.ts[rows] + p.dur[rows], p.ts[rows])
     last_node: dict[int, int] = {}
     waits_for: dict[int, int] = {}
+    times, nodes = p.times, edges.nodes
     for k in rows[np.argsort(key, kind="stable")].tolist():
         if p.kinds[k] == SYNC:
-            _sync_edges(g, k, last_node, waits_for)
+            _sync_edges(p, edges, k, last_node, waits_for)
             continue
         stream = p.streams[k]
-        g.add(2 * k, 2 * k + 1, OPERATOR, k)
+        edges.add(2 * k, 2 * k + 1, OPERATOR, k)
         src = waits_for.pop(k, None)
-        if src is not None and src in g.nodes:
-            g.add(2 * src + 1, 2 * k, SYNC_DEPENDENCY)
+        if src is not None and nodes[src]:
+            edges.add(2 * src + 1, 2 * k, SYNC_DEPENDENCY)
         else:
             src = None
         runtime = p.partners[k]
-        launched_at = g.time(2 * runtime)
+        launched_at = times[2 * runtime]
         prev = last_node.get(stream)
-        if p.queues[runtime] == 1 and p.queues[k] == 0 and (prev is None or g.time(prev) < launched_at) \
-                and (src is None or g.time(2 * src + 1) < launched_at) and runtime in g.nodes:
-            g.add(2 * runtime, 2 * k, LAUNCH_DELAY)
-        elif prev is not None and (src is None or g.time(2 * src + 1) < g.time(prev)):
-            g.add(prev, 2 * k, KERNEL_KERNEL, prev >> 1)
+        if p.queues[runtime] == 1 and p.queues[k] == 0 and (prev is None or times[prev] < launched_at) \
+                and (src is None or times[2 * src + 1] < launched_at) and nodes[runtime]:
+            edges.add(2 * runtime, 2 * k, LAUNCH_DELAY)
+        elif prev is not None and (src is None or times[2 * src + 1] < times[prev]):
+            edges.add(prev, 2 * k, KERNEL_KERNEL, prev >> 1)
         last_node[stream] = 2 * k + 1
 
 
-def _sync_edges(g: Graph, y: int, last_node: dict[int, int], waits_for: dict[int, int]) -> None:
-    p = g.p
+def _sync_edges(p: Prepared, edges: Edges, y: int, last_node: dict[int, int], waits_for: dict[int, int]) -> None:
     caller = p.partners[y]
-    if caller not in g.nodes:
+    if not edges.nodes[caller]:
         return
     kind = p.texts[y]
     if kind == "Context Sync":
         for node in list(last_node.values()):
-            g.add(node, 2 * caller + 1, SYNC_DEPENDENCY)
+            edges.add(node, 2 * caller + 1, SYNC_DEPENDENCY)
     elif kind == "Stream Sync":
         node = last_node.get(p.streams[y])
         if node is not None:
-            g.add(node, 2 * caller + 1, SYNC_DEPENDENCY)
+            edges.add(node, 2 * caller + 1, SYNC_DEPENDENCY)
     elif kind in ("Event Sync", "Stream Wait Event"):
         launch = p.previous_launch.get(int(p.wait_record[y]))
         if launch is None:
             return
         src = p.partners[launch]
         if kind == "Event Sync":
-            if src in g.nodes:
-                g.add(2 * src + 1, 2 * caller + 1, SYNC_DEPENDENCY)
+            if edges.nodes[src]:
+                edges.add(2 * src + 1, 2 * caller + 1, SYNC_DEPENDENCY)
         elif caller in p.next_launch:
             waits_for[p.partners[p.next_launch[caller]]] = src
 
 
-def _bound(p: Prepared, kind: int, attributed: int) -> int:
-    if kind == KERNEL_KERNEL:
-        return KERNEL_OVERHEAD
-    if kind == LAUNCH_DELAY:
-        return LAUNCH_OVERHEAD
-    if kind != OPERATOR:
-        return NO_BOUND
-    if attributed < 0 or p.streams[attributed] < 0:
-        return CPU
-    return GPU_COMMUNICATION if _NCCL_KERNEL.match(p.texts[attributed]) else GPU_COMPUTE
+def _bounds(p: Prepared, kind: np.ndarray, attributed: np.ndarray) -> np.ndarray:
+    """What bounds each edge: the CPU, a GPU's compute or communication kernel (by the operator
+    it is attributed to), or the overhead of a launch or between two kernels."""
+    on_gpu = (attributed >= 0) & (p.stream[attributed] >= 0)
+    operator = np.where(on_gpu, np.where(p.nccl[attributed], GPU_COMMUNICATION, GPU_COMPUTE), CPU)
+    return np.select([kind == KERNEL_KERNEL, kind == LAUNCH_DELAY, kind == OPERATOR],
+                     [KERNEL_OVERHEAD, LAUNCH_OVERHEAD, operator], NO_BOUND)
 
 
 def critical_path(p: Prepared, w: Window) -> Path:
     clipped = _clipped(p, w)
-    nodes = clipped & p.node_kind
-    g = Graph(p, nodes)
-    _cpu_edges(g, clipped)
-    _gpu_edges(g, clipped)
-    path = g.longest_path()
-    edges = []
-    for u, v in zip(path, path[1:]):
-        weight, kind, attributed = g.edges[(u, v)]
-        event = attributed if attributed >= 0 else (v >> 1 if kind == LAUNCH_DELAY else u >> 1)
-        edges.append((kind, _bound(p, kind, attributed), p.texts[event] if attributed >= 0 or kind == LAUNCH_DELAY
-                      else None, p.track(event), g.time(u), weight))
-    span = g.time(path[-1]) - g.time(path[0]) if path else 0.0
-    return Path(w, edges, len({n >> 1 for n in path}), span)
+    edges = Edges(p, clipped & p.node_kind)
+    _cpu_edges(p, clipped, edges)
+    _gpu_edges(p, clipped, edges)
+    g = Graph(edges)
+    on_path = np.array(g.longest_path(), dtype=np.int64)
+    u, v = g.node[g.u[on_path]], g.node[g.v[on_path]]
+    kind, attributed = g.kind[on_path], g.attributed[on_path]
+    event = np.where(attributed >= 0, attributed, np.where(kind == LAUNCH_DELAY, v >> 1, u >> 1))
+    named = (attributed >= 0) | (kind == LAUNCH_DELAY)
+    columns = dict(zip(EDGE_FIELDS, (kind, _bounds(p, kind, attributed), np.where(named, p.text[event], None),
+                                     p.tracks(event), p.node_time[u], g.w[on_path])))
+    if not len(on_path):
+        return Path(w, columns, 0, 0.0)
+    events = len(np.union1d(u >> 1, v[-1:] >> 1))
+    return Path(w, columns, events, p.times[int(v[-1])] - p.times[int(u[0])])
 
 
 def critical_paths(timeline: Timeline, limit: int = 64) -> list[Path]:
@@ -509,7 +568,7 @@ def critical_paths(timeline: Timeline, limit: int = 64) -> list[Path]:
     if not len(timeline):
         return []
     p = Prepared(timeline)
-    return [path for path in (critical_path(p, w) for w in windows(p, limit)) if path.edges]
+    return [path for path in (critical_path(p, w) for w in windows(p, limit)) if len(path)]
 
 
 PATH_COLUMNS = {"rank": pa.int32(), "annotation": pa.string(), "instance": pa.int32(), "step": pa.int32(),
@@ -524,16 +583,36 @@ EDGE_COLUMNS = {"rank": pa.int32(), "annotation": pa.string(), "instance": pa.in
 
 def tables(paths: list[tuple[int, Path]]) -> dict[str, pa.Table]:
     """critical_paths (one row per rank and window) and critical_path_edges (its edges in order)."""
-    rows, edges = [], []
+    rows = []
     for rank, path in paths:
         w = path.window
         rows.append((rank, w.name, w.instance, w.step, w.start, w.end - w.start, path.length, path.span,
                      *(path.by_bound(b) for b in (CPU, GPU_COMPUTE, GPU_COMMUNICATION, LAUNCH_OVERHEAD,
                                                   KERNEL_OVERHEAD)),
-                     path.events, len(path.edges)))
-        edges += [(rank, w.name, w.instance, seq, EDGE_TYPES[kind], BOUNDS[bound] or None, name, track, ts, weight)
-                  for seq, (kind, bound, name, track, ts, weight) in enumerate(path.edges)]
-    return {"critical_paths": _table(PATH_COLUMNS, rows), "critical_path_edges": _table(EDGE_COLUMNS, edges)}
+                     path.events, len(path)))
+    return {"critical_paths": _table(PATH_COLUMNS, rows), "critical_path_edges": _edge_table(paths)}
+
+
+def _edge_table(paths: list[tuple[int, Path]]) -> pa.Table:
+    sizes = [len(path) for _, path in paths]
+
+    def each(values: list) -> np.ndarray:
+        return np.repeat(np.array(values, dtype=object), sizes) if paths else np.zeros(0, dtype=object)
+
+    def joined(field: str) -> np.ndarray:
+        return np.concatenate([path.edges[field] for _, path in paths]) if paths else np.zeros(0)
+
+    kinds = EDGE_COLUMNS
+    columns = {
+        "rank": np.repeat(np.array([r for r, _ in paths], np.int32), sizes),
+        "annotation": each([p.window.name for _, p in paths]).tolist(),
+        "instance": np.repeat(np.array([p.window.instance for _, p in paths], np.int32), sizes),
+        "seq": np.concatenate([np.arange(n, dtype=np.int32) for n in sizes]) if paths else np.zeros(0, np.int32),
+        "type": np.array(EDGE_TYPES, dtype=object)[joined("type").astype(np.int64)].tolist(),
+        "bound": np.array([b or None for b in BOUNDS], dtype=object)[joined("bound").astype(np.int64)].tolist(),
+        "name": joined("name").tolist(), "track": joined("track").tolist(),
+        "ts_us": joined("ts").astype(np.float64), "dur_us": joined("weight").astype(np.float64)}
+    return pa.table({name: from_list(columns[name], kind) for name, kind in kinds.items()})
 
 
 def _table(columns: dict[str, pa.DataType], rows: list[tuple]) -> pa.Table:

@@ -14,6 +14,8 @@ import json
 
 import pytest
 
+from polytrace.ingest.critical_path import (CPU, CPU_OP, EDGE_FIELDS, OPERATOR, WHOLE_TRACE, Timeline,
+                                            critical_paths)
 from polytrace.ingest.load import ingest_paths
 from polytrace.queries.perfetto import PATH_TID, chrome_trace
 from tests.test_kineto import run_query, write_json
@@ -152,3 +154,17 @@ def test_a_trace_without_cpu_operators_has_no_path(con, shared_data, tmp_path):
     # no launch joins its kernels to a window: no path, and no empty row for it
     assert result.rows["gpu_events"] == 5 and "critical_paths" not in result.rows
     assert run_query(con, "gpu_critical_path", run_id=result.run_id) == []
+
+
+def test_operators_that_overlap_without_nesting_by_hand():
+    """A [0, 10) and B [5, 15) on one thread: B's start comes inside A, so HTA's call tree makes B
+    A's child, and A's end (at 10) pops B. The walk: A's start, B's start, B's end (15), A's end
+    (10). Sums: 5 at B's start, 15 at B's end, and 15 again at A's end (its -5 us edge counts 0,
+    as networkx counts a weight of -1 or less); the first of the two in Kahn's order ends the path."""
+    timeline = Timeline()
+    timeline.add(CPU_OP, "A", 1, 1, 0.0, 10.0)
+    timeline.add(CPU_OP, "B", 1, 1, 5.0, 10.0)
+    [path] = critical_paths(timeline)
+    assert path.window.name == WHOLE_TRACE and (path.length, path.events, path.span) == (15.0, 2, 15.0)
+    assert list(zip(*(path.edges[k].tolist() for k in EDGE_FIELDS))) == [
+        (OPERATOR, CPU, "A", "thread 1", 0.0, 5.0), (OPERATOR, CPU, "B", "thread 1", 5.0, 10.0)]
