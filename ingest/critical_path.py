@@ -65,17 +65,19 @@ class Timeline:
     names: dict[str, int] = field(default_factory=dict)
     threads: dict[tuple, int] = field(default_factory=dict)
 
-    def add(self, kind: int, name: str, pid, tid, ts: float, dur: float, stream: int = -1, corr: int = -1,
-            wait_stream: int = -1, wait_record: int = -1) -> None:
-        self.kind.append(kind)
-        self.name.append(self.names.setdefault(name, len(self.names)))
-        self.thread.append(self.threads.setdefault((pid, tid), len(self.threads)))
-        self.ts.append(ts)
-        self.dur.append(dur)
-        self.stream.append(stream)
-        self.corr.append(corr)
-        self.wait_stream.append(wait_stream)
-        self.wait_record.append(wait_record)
+    def extend(self, kind: list[int], name: list[str], pid: list, tid: list, ts: list[float], dur: list[float],
+               stream: list[int], corr: list[int], wait_stream: list[int], wait_record: list[int]) -> None:
+        """Add events column by column (-1 for a stream or id an event does not have)."""
+        names, threads = self.names, self.threads
+        self.kind.fromlist(kind)
+        self.name.fromlist([names.setdefault(s, len(names)) for s in name])
+        self.thread.fromlist([threads.setdefault(t, len(threads)) for t in zip(pid, tid)])
+        self.ts.fromlist(ts)
+        self.dur.fromlist(dur)
+        self.stream.fromlist(stream)
+        self.corr.fromlist(corr)
+        self.wait_stream.fromlist(wait_stream)
+        self.wait_record.fromlist(wait_record)
 
     def __len__(self) -> int:
         return len(self.kind)

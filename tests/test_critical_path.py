@@ -162,8 +162,7 @@ def test_operators_that_overlap_without_nesting_by_hand():
     (10). Sums: 5 at B's start, 15 at B's end, and 15 again at A's end (its -5 us edge counts 0,
     as networkx counts a weight of -1 or less); the first of the two in Kahn's order ends the path."""
     timeline = Timeline()
-    timeline.add(CPU_OP, "A", 1, 1, 0.0, 10.0)
-    timeline.add(CPU_OP, "B", 1, 1, 5.0, 10.0)
+    timeline.extend([CPU_OP, CPU_OP], ["A", "B"], [1, 1], [1, 1], [0.0, 5.0], [10.0, 10.0], *[[-1, -1]] * 4)
     [path] = critical_paths(timeline)
     assert path.window.name == WHOLE_TRACE and (path.length, path.events, path.span) == (15.0, 2, 15.0)
     assert list(zip(*(path.edges[k].tolist() for k in EDGE_FIELDS))) == [

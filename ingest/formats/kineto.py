@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 import zlib
+from operator import attrgetter
 from pathlib import Path
 from typing import Annotated, BinaryIO
 
@@ -110,17 +111,17 @@ def _collect(trace: RankTrace, events: list) -> None:
     Device events are kept with whether gpu_events stores them; like HTA, an event of any
     other category that carries a stream (a Triton cpu_op, say) counts in the breakdown too.
     """
-    names, roles, timeline = trace.names, _ROLES, trace.timeline
+    names, roles = trace.names, _ROLES
     trace.events += len(events)
+    on_path = []
     for e in events:
         cat = e.cat
         kind = roles.get(cat)
         if kind is None:
             kind = roles[cat] = role(cat)
         a = e.args
-        path_kind = _PATH_KINDS.get(cat)
-        if path_kind is not None and e.dur is not None and e.ts is not None:
-            _on_timeline(timeline, path_kind, e, a)
+        if cat in _PATH_KINDS and e.dur is not None and e.ts is not None:
+            on_path.append(e)
         if kind == LAUNCH:
             if a is not None and e.ts is not None and e.dur is not None:
                 corr = a.correlation if a.correlation.__class__ is int else as_int(a.correlation, -1)
@@ -160,6 +161,8 @@ def _collect(trace: RankTrace, events: list) -> None:
         trace.name.append(known[0])
         trace.corr.append(a.correlation if a.correlation.__class__ is int else as_int(a.correlation, -1))
         trace.stored.append(stored)
+    if on_path:
+        _on_timeline(trace.timeline, on_path)
 
 
 _ROLES: dict[str, int] = {}
@@ -172,16 +175,20 @@ _PATH_KINDS = {"cpu_op": critical_path.CPU_OP, "cuda_runtime": critical_path.RUN
                "cuda_sync": critical_path.SYNC}
 
 
-def _on_timeline(timeline: critical_path.Timeline, kind: int, e, a) -> None:
-    if a is None:
-        timeline.add(kind, e.name, e.pid, e.tid, e.ts, e.dur)
-        return
-    stream, corr = a.stream, a.correlation
-    stream = stream if stream.__class__ is int else as_int(stream, -1)
-    corr = corr if corr.__class__ is int else as_int(corr, -1)
-    timeline.add(kind, e.name, e.pid, e.tid, e.ts, e.dur, stream, corr,
-                 a.wait_on_stream if a.wait_on_stream.__class__ is int else as_int(a.wait_on_stream, -1),
-                 a.wait_on_record if a.wait_on_record.__class__ is int else as_int(a.wait_on_record, -1))
+def _on_timeline(timeline: critical_path.Timeline, events: list) -> None:
+    """Add one chunk's events that the critical path reads, column by column."""
+    args = [e.args for e in events]
+    timeline.extend([_PATH_KINDS[e.cat] for e in events], [e.name for e in events], [e.pid for e in events],
+                    [e.tid for e in events], [e.ts for e in events], [e.dur for e in events],
+                    *(_ids(args, name, events[0].__class__ is Event)
+                      for name in ("stream", "correlation", "wait_on_stream", "wait_on_record")))
+
+
+def _ids(args: list, name: str, typed: bool) -> list[int]:
+    """An argument of each event, -1 where absent; Event's chunks hold ints, LenientEvent's anything."""
+    get = attrgetter(name)
+    values = [-1 if a is None else get(a) for a in args]
+    return values if typed else [v if v.__class__ is int else as_int(v, -1) for v in values]
 
 
 def _memory(trace: RankTrace, ts: float, a) -> None:
