@@ -27,6 +27,7 @@ import numpy as np
 import pyarrow as pa
 
 from polytrace.ingest.columns import from_list
+from polytrace.ingest.longest_path import longest_path
 
 # What a trace event is to the critical path (HTA gives nodes to the first two only)
 CPU_OP, RUNTIME, ANNOTATION, OTHER_CPU, GPU, SYNC = range(6)
@@ -147,9 +148,13 @@ class Prepared:
         self.previous_launch = self._record_previous_launch()
         self.next_launch = self._wait_next_launch()
         self.node_kind = np.isin(self.kind, NODE_KINDS) | ((self.stream != -1) & (self.partner >= 0))
-        self.cpu_kept = self.kept & (self.stream == -1) & (self.dur > 0)
-        self.gpu_kept = np.flatnonzero(self.kept & (self.stream != -1) & (self.partner >= 0))
-        self.stream_waits = self.kept & (self.text == "Stream Wait Event")
+        # a window's events are looked up by start: CPU events by their own, GPU events by their launch's
+        cpu = np.flatnonzero(self.kept & (self.stream == -1) & (self.dur > 0))
+        self.cpu_by_start = cpu[np.argsort(self.ts[cpu], kind="stable")]
+        gpu = np.flatnonzero(self.kept & (self.stream != -1) & (self.partner >= 0))
+        gpu = gpu[np.isin(self.partner[gpu], cpu)]
+        self.gpu_by_launch = gpu[np.argsort(self.ts[self.partner[gpu]], kind="stable")]
+        self.stream_waits = np.flatnonzero(self.kept & (self.text == "Stream Wait Event"))
         # The graph's loops look events up one at a time, where a list costs a tenth of numpy's
         # scalar indexing: node 2i is event i's start, 2i+1 its end.
         self.node_time = np.column_stack((self.ts, self.ts + self.dur)).ravel()
@@ -274,8 +279,8 @@ class Edges:
 
     def __init__(self, p: Prepared, nodes: np.ndarray):
         self.times = p.times
-        self.has_nodes = nodes
-        self.nodes = nodes.tolist()  # whether each event has nodes
+        self.node_rows = nodes  # the events that have nodes, in order
+        self.nodes = set(nodes.tolist())
         self.chunks: list[tuple[np.ndarray, ...]] = []
         self.u: list[int] = []
         self.v: list[int] = []
@@ -318,58 +323,8 @@ class Graph:
         self.u, self.v = rank[np.searchsorted(ids, u)], rank[np.searchsorted(ids, v)]
 
     def longest_path(self) -> list[int]:
-        """Edge indices of networkx's dag_longest_path: Kahn's order by generations, the first best
-        predecessor, negative sums restarting at 0, the first node with the greatest sum as the end.
-        A node's sum is taken when its last predecessor is done (any topological order gives the
-        same sums; only the end's choice among equal sums needs Kahn's)."""
-        n, u, v = len(self.node), self.u, self.v
-        by_u, by_v = np.argsort(u, kind="stable"), np.argsort(v, kind="stable")
-        indegree = np.bincount(v, minlength=n)
-        succ_at = np.concatenate(([0], np.cumsum(np.bincount(u, minlength=n)))).tolist()
-        pred_at = np.concatenate(([0], np.cumsum(indegree))).tolist()
-        weight = np.where(self.w <= -1, 0.0, self.w)
-        succ, succ_weight, succ_edge = v[by_u].tolist(), weight[by_u].tolist(), by_u.tolist()
-        pred, pred_weight, pred_edge = u[by_v].tolist(), weight[by_v].tolist(), by_v.tolist()
-        generation = np.flatnonzero(indegree == 0).tolist()
-        single = (indegree == 1).tolist()
-        indegree = indegree.tolist()
-        length = [0.0] * n  # of the longest path that ends at the node
-        came_by = [-1] * n  # its last edge; -1 where the path starts at the node
-        order: list[int] = []
-        while generation:
-            order += generation
-            following = []
-            for a in generation:
-                from_a = length[a]
-                for j in range(succ_at[a], succ_at[a + 1]):
-                    b = succ[j]
-                    indegree[b] -= 1
-                    if indegree[b]:
-                        continue
-                    following.append(b)
-                    if single[b]:
-                        best, best_edge = from_a + succ_weight[j], succ_edge[j]
-                    else:
-                        lo = pred_at[b]
-                        best, best_edge = length[pred[lo]] + pred_weight[lo], pred_edge[lo]
-                        for k in range(lo + 1, pred_at[b + 1]):
-                            value = length[pred[k]] + pred_weight[k]
-                            if value > best:
-                                best, best_edge = value, pred_edge[k]
-                    if best >= 0:
-                        length[b], came_by[b] = best, best_edge
-            generation = following
-        if len(order) != n:
-            raise ValueError("the critical-path graph has a cycle")
-        if not order:
-            return []
-        at = order[int(np.argmax(np.array(length)[order]))]
-        path = []
-        u_of = u.tolist()
-        while came_by[at] >= 0:
-            path.append(came_by[at])
-            at = u_of[came_by[at]]
-        return path[::-1]
+        """The edges of networkx's dag_longest_path, in order (ingest/longest_path.py)."""
+        return longest_path(len(self.node), self.u, self.v, self.w)
 
 
 WHOLE_TRACE = "(whole trace)"
@@ -395,24 +350,25 @@ def windows(p: Prepared, limit: int) -> list[Window]:
 
 
 def _clipped(p: Prepared, w: Window) -> np.ndarray:
-    """HTA's event set of a window: CPU events that start inside it, the GPU events their launches
-    made (wherever they ran), and every Stream Wait Event."""
-    cpu = p.cpu_kept & (p.ts >= w.start) & (p.ts <= w.end)
-    launched = np.zeros(len(cpu), dtype=bool)
-    launched[p.gpu_kept] = cpu[p.partner[p.gpu_kept]]
-    return cpu | launched | p.stream_waits
+    """HTA's event set of a window, in the trace's order: CPU events that start inside it, the GPU
+    events their launches made (wherever they ran), and every Stream Wait Event."""
+    def starting_inside(rows: np.ndarray, starts: np.ndarray) -> np.ndarray:
+        return rows[np.searchsorted(starts, w.start, "left"):np.searchsorted(starts, w.end, "right")]
+
+    cpu = starting_inside(p.cpu_by_start, p.ts[p.cpu_by_start])
+    launched = starting_inside(p.gpu_by_launch, p.ts[p.partner[p.gpu_by_launch]])
+    return np.union1d(np.union1d(cpu, launched), p.stream_waits)
 
 
 def _cpu_edges(p: Prepared, clipped: np.ndarray, edges: Edges) -> None:
     """Each CPU thread's call tree as a chain of operator edges, top-level operators joined by
     dependency edges (_construct_graph_from_call_stack)."""
-    rows = np.flatnonzero(clipped)
-    threads = p.thread[rows]
+    threads = p.thread[clipped]
     for thread in np.unique(threads).tolist():
-        mine = rows[threads == thread]
+        mine = clipped[threads == thread]
         if (p.stream[mine] > 0).any():
             continue
-        chain = _thread_chain(p, mine, edges.has_nodes)
+        chain = _thread_chain(p, mine, edges.node_rows)
         if chain.shape[1] > 1:
             edges.chunks.append(_chain_edges(p, chain))
 
@@ -448,7 +404,7 @@ def _thread_chain(p: Prepared, rows: np.ndarray, nodes: np.ndarray) -> np.ndarra
     never = never[np.argsort(-level[never], kind="stable")]
     walk = np.concatenate((event, event[never]))
     enter = np.concatenate((push, np.zeros(len(never), dtype=bool)))
-    keep = nodes[walk]
+    keep = np.isin(walk, nodes)
     walk, enter = walk[keep], enter[keep]
     return np.stack((walk, enter, parent[walk]))
 
@@ -486,7 +442,7 @@ def _chain_edges(p: Prepared, chain: np.ndarray) -> tuple[np.ndarray, ...]:
 def _gpu_edges(p: Prepared, clipped: np.ndarray, edges: Edges) -> None:
     """Kernel spans, launch delays, kernel-to-kernel gaps and syncs, in the order the GPU events
     ran (a sync at its end) (_construct_graph_from_kernels)."""
-    rows = np.flatnonzero(clipped & ((p.stream != -1) | p.gpu_sync) & (p.partner >= 0))
+    rows = clipped[((p.stream[clipped] != -1) | p.gpu_sync[clipped]) & (p.partner[clipped] >= 0)]
     key = np.where(p.kind[rows] == SYNC, p.ts[rows] + p.dur[rows], p.ts[rows])
     last_node: dict[int, int] = {}
     waits_for: dict[int, int] = {}
@@ -498,7 +454,7 @@ def _gpu_edges(p: Prepared, clipped: np.ndarray, edges: Edges) -> None:
         stream = p.streams[k]
         edges.add(2 * k, 2 * k + 1, OPERATOR, k)
         src = waits_for.pop(k, None)
-        if src is not None and nodes[src]:
+        if src is not None and src in nodes:
             edges.add(2 * src + 1, 2 * k, SYNC_DEPENDENCY)
         else:
             src = None
@@ -506,7 +462,7 @@ def _gpu_edges(p: Prepared, clipped: np.ndarray, edges: Edges) -> None:
         launched_at = times[2 * runtime]
         prev = last_node.get(stream)
         if p.queues[runtime] == 1 and p.queues[k] == 0 and (prev is None or times[prev] < launched_at) \
-                and (src is None or times[2 * src + 1] < launched_at) and nodes[runtime]:
+                and (src is None or times[2 * src + 1] < launched_at) and runtime in nodes:
             edges.add(2 * runtime, 2 * k, LAUNCH_DELAY)
         elif prev is not None and (src is None or times[2 * src + 1] < times[prev]):
             edges.add(prev, 2 * k, KERNEL_KERNEL, prev >> 1)
@@ -515,7 +471,7 @@ def _gpu_edges(p: Prepared, clipped: np.ndarray, edges: Edges) -> None:
 
 def _sync_edges(p: Prepared, edges: Edges, y: int, last_node: dict[int, int], waits_for: dict[int, int]) -> None:
     caller = p.partners[y]
-    if not edges.nodes[caller]:
+    if caller not in edges.nodes:
         return
     kind = p.texts[y]
     if kind == "Context Sync":
@@ -531,7 +487,7 @@ def _sync_edges(p: Prepared, edges: Edges, y: int, last_node: dict[int, int], wa
             return
         src = p.partners[launch]
         if kind == "Event Sync":
-            if edges.nodes[src]:
+            if src in edges.nodes:
                 edges.add(2 * src + 1, 2 * caller + 1, SYNC_DEPENDENCY)
         elif caller in p.next_launch:
             waits_for[p.partners[p.next_launch[caller]]] = src
@@ -548,7 +504,7 @@ def _bounds(p: Prepared, kind: np.ndarray, attributed: np.ndarray) -> np.ndarray
 
 def critical_path(p: Prepared, w: Window) -> Path:
     clipped = _clipped(p, w)
-    edges = Edges(p, clipped & p.node_kind)
+    edges = Edges(p, clipped[p.node_kind[clipped]])
     _cpu_edges(p, clipped, edges)
     _gpu_edges(p, clipped, edges)
     g = Graph(edges)

@@ -159,8 +159,8 @@ def test_a_trace_without_cpu_operators_has_no_path(con, shared_data, tmp_path):
 def test_operators_that_overlap_without_nesting_by_hand():
     """A [0, 10) and B [5, 15) on one thread: B's start comes inside A, so HTA's call tree makes B
     A's child, and A's end (at 10) pops B. The walk: A's start, B's start, B's end (15), A's end
-    (10). Sums: 5 at B's start, 15 at B's end, and 15 again at A's end (its -5 us edge counts 0,
-    as networkx counts a weight of -1 or less); the first of the two in Kahn's order ends the path."""
+    (10). Sums: 5 at B's start, 15 at B's end, and 15 again at A's end (its -5 us edge counts 0:
+    a weight of -1 or less does); the first of the two in Kahn's order ends the path."""
     timeline = Timeline()
     timeline.extend([CPU_OP, CPU_OP], ["A", "B"], [1, 1], [1, 1], [0.0, 5.0], [10.0, 10.0], *[[-1, -1]] * 4)
     [path] = critical_paths(timeline)
