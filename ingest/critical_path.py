@@ -55,8 +55,8 @@ class Timeline:
     trace's order, as compact columns."""
 
     kind: array = field(default_factory=lambda: array("b"))
-    name: array = field(default_factory=lambda: array("l"))
-    thread: array = field(default_factory=lambda: array("l"))
+    name: array = field(default_factory=lambda: array("q"))
+    thread: array = field(default_factory=lambda: array("q"))
     ts: array = field(default_factory=lambda: array("d"))
     dur: array = field(default_factory=lambda: array("d"))
     stream: array = field(default_factory=lambda: array("q"))
@@ -71,7 +71,10 @@ class Timeline:
         """Add events column by column (-1 for a stream or id an event does not have)."""
         names, threads = self.names, self.threads
         self.kind.fromlist(kind)
-        self.name.fromlist([names.setdefault(s, len(names)) for s in name])
+        # numbered in order of first appearance, through Arrow's dictionary (one lookup a distinct name)
+        encoded = pa.array(name, pa.string()).dictionary_encode()
+        ids = np.array([names.setdefault(s, len(names)) for s in encoded.dictionary.to_pylist()], np.int64)
+        self.name.frombytes(ids[encoded.indices.to_numpy(zero_copy_only=False)].tobytes())
         self.thread.fromlist([threads.setdefault(t, len(threads)) for t in zip(pid, tid)])
         self.ts.fromlist(ts)
         self.dur.fromlist(dur)
