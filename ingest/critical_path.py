@@ -144,7 +144,7 @@ class Prepared:
         self.wait_stream = np.frombuffer(timeline.wait_stream, dtype=np.int64)
         self.wait_record = np.frombuffer(timeline.wait_record, dtype=np.int64)
         self.text = names[self.name] if len(names) else np.zeros(0, dtype=object)
-        self.gpu_sync = np.isin(self.text, list(GPU_SIDE_SYNCS))
+        self.gpu_sync = self.named(GPU_SIDE_SYNCS)
         self.partner = self._partners()
         self.kept = self._last_step_dropped()
         self.queue = self._queue_lengths()
@@ -157,12 +157,12 @@ class Prepared:
         gpu = np.flatnonzero(self.kept & (self.stream != -1) & (self.partner >= 0))
         gpu = gpu[np.isin(self.partner[gpu], cpu)]
         self.gpu_by_launch = gpu[np.argsort(self.ts[self.partner[gpu]], kind="stable")]
-        self.stream_waits = np.flatnonzero(self.kept & (self.text == "Stream Wait Event"))
+        self.stream_waits = np.flatnonzero(self.kept & self.named({"Stream Wait Event"}))
         # The graph's loops look events up one at a time, where a list costs a tenth of numpy's
         # scalar indexing: node 2i is event i's start, 2i+1 its end.
         self.node_time = np.column_stack((self.ts, self.ts + self.dur)).ravel()
         self.times = self.node_time.tolist()
-        self.blocking = np.isin(self.text, list(BLOCKING))
+        self.blocking = self.named(BLOCKING)
         self.nccl = np.array([bool(_NCCL_KERNEL.match(s)) for s in names], dtype=bool)[self.name]
         self.texts = self.text.tolist()
         self.kinds, self.streams = self.kind.tolist(), self.stream.tolist()
@@ -175,17 +175,25 @@ class Prepared:
         labels = [f"stream {s}" if s >= 0 else f"thread {self.tids[-1 - s]}" for s in unique.tolist()]
         return np.array(labels, dtype=object)[at]
 
+    def named(self, names: set[str] | frozenset[str]) -> np.ndarray:
+        """Whether each event's name is one of `names`."""
+        return np.array([s in names for s in self.names.tolist()], dtype=bool)[self.name]
+
     def _partners(self) -> np.ndarray:
-        n = len(self.kind)
-        partner = np.full(n, -1, dtype=np.int64)
+        """GPU event -> the runtime call with its correlation id (the last such call), and that
+        call -> the last GPU event that names it."""
+        partner = np.full(len(self.kind), -1, dtype=np.int64)
         gpu_side = ((self.stream >= 0) & (self.corr >= 0)) | self.gpu_sync
-        cpu_rows = {}
-        for i in np.flatnonzero((self.corr != -1) & ~gpu_side).tolist():
-            cpu_rows[int(self.corr[i])] = i
-        for i in np.flatnonzero((self.corr != -1) & gpu_side).tolist():
-            j = cpu_rows.get(int(self.corr[i]))
-            if j is not None:
-                partner[i], partner[j] = j, i
+        cpu = np.flatnonzero((self.corr != -1) & ~gpu_side)
+        gpu = np.flatnonzero((self.corr != -1) & gpu_side)
+        corr, last = np.unique(self.corr[cpu][::-1], return_index=True)
+        cpu = cpu[::-1][last]  # the last call with each correlation id, by id
+        at = np.minimum(np.searchsorted(corr, self.corr[gpu]), max(len(corr) - 1, 0))
+        found = (corr[at] == self.corr[gpu]) if len(corr) else np.zeros(len(gpu), dtype=bool)
+        gpu, call = gpu[found], cpu[at[found]]
+        partner[gpu] = call
+        calls, last = np.unique(call[::-1], return_index=True)
+        partner[calls] = gpu[::-1][last]
         return partner
 
     def _last_step_dropped(self) -> np.ndarray:
@@ -205,7 +213,7 @@ class Prepared:
 
     def _launches(self) -> np.ndarray:
         """Launch calls whose GPU event is in the trace, in the trace's order."""
-        mask = self.kept & np.isin(self.text, list(LAUNCHES)) & (self.partner > 0)
+        mask = self.kept & self.named(LAUNCHES) & (self.partner > 0)
         return np.flatnonzero(mask)
 
     def _queue_lengths(self) -> np.ndarray:
@@ -230,7 +238,7 @@ class Prepared:
     def _record_previous_launch(self) -> dict[int, int]:
         """cudaEventRecord's correlation id -> the last launch call onto the recorded stream (of the
         same GPU) that started at or before it (_get_cuda_event_record_df)."""
-        records = np.flatnonzero(self.kept & (self.text == "cudaEventRecord"))
+        records = np.flatnonzero(self.kept & self.named({"cudaEventRecord"}))
         if not len(records):
             return {}
         waits = np.flatnonzero(self.kept & (self.wait_stream > -1) & (self.wait_record != -1))
@@ -257,7 +265,7 @@ class Prepared:
     def _wait_next_launch(self) -> dict[int, int]:
         """cudaStreamWaitEvent row -> the first launch call at or after it, from the same CPU
         thread, onto the waiting stream (_get_cuda_stream_wait_event_df)."""
-        waits = np.flatnonzero(self.kept & (self.text == "cudaStreamWaitEvent") & (self.partner > 0))
+        waits = np.flatnonzero(self.kept & self.named({"cudaStreamWaitEvent"}) & (self.partner > 0))
         if not len(waits):
             return {}
         launches = self._launches()
