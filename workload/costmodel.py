@@ -12,7 +12,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-from scipy.optimize import nnls
 
 from polytrace.workload import WorkloadError
 
@@ -47,6 +46,8 @@ H200_REPLAY_GRID = CostModel(a=0.004617029619636911, b=0.0, c=1.593519244487597e
 
 def _fit(features: np.ndarray, seconds: np.ndarray) -> np.ndarray:
     # Scale columns so NNLS is well conditioned; the solution is scaled back.
+    from scipy.optimize import nnls  # scipy (0.3-0.5 s to import): only when a cost model is fitted
+
     norm = np.maximum(np.abs(features).max(axis=0), 1e-12)
     coef, _ = nnls(features / norm, seconds)
     return coef / norm
