@@ -71,10 +71,12 @@ class Timeline:
         """Add events column by column (-1 for a stream or id an event does not have)."""
         names, threads = self.names, self.threads
         self.kind.fromlist(kind)
-        # numbered in order of first appearance, through Arrow's dictionary (one lookup a distinct name)
-        encoded = pa.array(name, pa.string()).dictionary_encode()
+        # numbered in order of first appearance, through Arrow's dictionary (one lookup a distinct
+        # name); its int32 indices read from their buffer (to_numpy would import pandas)
+        encoded = from_list(name, pa.string()).dictionary_encode()
         ids = np.array([names.setdefault(s, len(names)) for s in encoded.dictionary.to_pylist()], np.int64)
-        self.name.frombytes(ids[encoded.indices.to_numpy(zero_copy_only=False)].tobytes())
+        at = np.frombuffer(encoded.indices.buffers()[1], np.int32, len(name), 4 * encoded.indices.offset)
+        self.name.frombytes(ids[at].tobytes())
         self.thread.fromlist([threads.setdefault(t, len(threads)) for t in zip(pid, tid)])
         self.ts.fromlist(ts)
         self.dur.fromlist(dur)
