@@ -97,7 +97,7 @@ class Chains:
     other edge runs from a chain's last node to another chain's first."""
 
     def __init__(self, n: int, u: np.ndarray, v: np.ndarray, w: np.ndarray):
-        self.n, self.u, self.w = n, u, w
+        self.n, self.u, self.v, self.w = n, u, v, w
         self.g = _Lists(n, u, v)
         link = (self.g.outdegree[u] == 1) & (self.g.indegree[v] == 1)
         self.link_into = np.full(n, -1, np.int64)
@@ -158,10 +158,13 @@ class Chains:
         length = np.array(start)[head] + self.along
         ends = np.flatnonzero(length == length.max())
         ends = ends[self.gen[ends] == self.gen[ends].min()]
-        end = int(ends[0])
-        for other in ends[1:].tolist():
-            if _Kahn(self).before(other, end):
-                end = other
+        end, kahn = int(ends[0]), _Kahn(self)
+        try:
+            for other in ends[1:].tolist():
+                if kahn.before(other, end):
+                    end = other
+        except RecursionError:  # deciders nested past Python's stack: Kahn's order node by node
+            return _node_by_node(self.n, self.u, self.v, self.w)
         return _back_from(end, came_by, self.u.tolist())
 
 

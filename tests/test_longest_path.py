@@ -83,3 +83,11 @@ def test_both_ways_and_networkx_agree_on_random_graphs():
         u, v, w = u.astype(np.int64), v.astype(np.int64), w.astype(np.float64)
         chains = Chains(len(used), u, v, w).path()
         assert chains == _node_by_node(len(used), u, v, w) == _networkx(len(used), edges), trial
+
+
+def test_deciders_nested_too_deep_fall_back_to_kahn_node_by_node(monkeypatch):
+    def too_deep(self, a, b):
+        raise RecursionError
+
+    monkeypatch.setattr("polytrace.ingest.longest_path._Kahn.before", too_deep)
+    assert _path(4, [(1, 3, 5.0), (0, 2, 5.0)]) == [1]
