@@ -266,12 +266,10 @@ def baseline_tree(ref: str, into: Path, paths: tuple[str, ...] = BASELINE_PATHS)
     shutil.copytree(ROOT / "polytrace", site, ignore=skip)
     for name in PACKAGE_DIRS:
         shutil.copytree(ROOT / name, site / name, ignore=skip)
-    for path in paths:
-        target = site / path.removeprefix("polytrace/")
-        target.unlink(missing_ok=True)
+    for path in paths:  # a path that `ref` does not have stays as this tree's
         old = subprocess.run(["git", "-C", str(ROOT), "show", f"{ref}:{path}"], capture_output=True)
         if old.returncode == 0:
-            target.write_bytes(old.stdout)
+            (site / path.removeprefix("polytrace/")).write_bytes(old.stdout)
     return site.parent
 
 

@@ -45,8 +45,9 @@ from bench.cpu import cpu_s, descendants, tree_rss_mb  # noqa: E402  (needs the 
 
 QUERIES = ("gpu_time", "gpu_stragglers", "gpu_idle_heatmap")
 # What a --baseline side takes from its git ref: the Kineto parser and what it builds on.
-BASELINE_PATHS = ("ingest/formats/kineto.py", "ingest/trace_events.py", "ingest/columns.py", "ingest/gpu_time.py",
-                  "ingest/critical_path.py")
+# (polytrace/columns.py was ingest/columns.py before 2026-12-07)
+BASELINE_PATHS = ("ingest/formats/kineto.py", "ingest/trace_events.py", "polytrace/columns.py", "ingest/columns.py",
+                  "ingest/gpu_time.py", "ingest/critical_path.py", "ingest/longest_path.py")
 
 
 def peak_rss_mb() -> float:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from polytrace.ingest.columns import from_list
+from polytrace.columns import from_list
 
 KEY_TYPES = {"step": pa.int32(), "prompt_id": pa.int32(), "sample_id": pa.int32()}
 SAMPLE_TYPES = {

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pyarrow as pa
 
-from polytrace.ingest.columns import from_list
+from polytrace.columns import from_list
 from polytrace.ingest.longest_path import longest_path
 
 # What a trace event is to the critical path (HTA gives nodes to the first two only)

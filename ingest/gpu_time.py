@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from polytrace.ingest.columns import from_list
+from polytrace.columns import from_list
 
 COLUMNS = ("rank", "step", "include_last_step", "kernel_time_us", "busy_us", "compute_us")
 

@@ -13,7 +13,7 @@ from pathlib import PurePath
 import numpy as np
 import pyarrow as pa
 
-from polytrace.ingest.columns import from_list, from_numpy
+from polytrace.columns import from_list, from_numpy
 from polytrace.ingest.contract import IngestError, Parsed
 from polytrace.ingest import critical_path
 from polytrace.ingest.critical_path import Timeline

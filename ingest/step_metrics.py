@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from polytrace.ingest.columns import from_list
+from polytrace.columns import from_list
 from polytrace.ingest.contract import IngestError, Parsed
 
 OLD_TIMING = "timing/"

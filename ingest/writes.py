@@ -12,7 +12,7 @@ import pyarrow as pa
 
 from polytrace import store
 from polytrace.ingest import registry
-from polytrace.ingest.columns import from_list
+from polytrace.columns import from_list
 from polytrace.ingest.contract import Format, Hint, IngestError, Parsed
 from polytrace.ingest.parsing import now
 from polytrace.ingest.sources import Source

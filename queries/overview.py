@@ -15,7 +15,7 @@ from datetime import datetime, timezone
 import pyarrow as pa
 
 from polytrace import store
-from polytrace.ingest.columns import from_list
+from polytrace.columns import from_list
 from polytrace.queries import answers
 from polytrace.queries.catalog import Query, View, compose, digest, get_query, load_views
 from polytrace.queries.findings import collect, finding_queries

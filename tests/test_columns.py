@@ -1,4 +1,4 @@
-"""ingest.columns builds the same Arrow arrays pa.array does, without importing pandas."""
+"""polytrace.columns builds the same Arrow arrays pa.array does, without importing pandas."""
 from __future__ import annotations
 
 import subprocess
@@ -9,7 +9,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from polytrace.ingest.columns import from_list, from_numpy
+from polytrace.columns import from_list, from_numpy
 
 CASES = [
     ([1, None, 3], pa.int32()),
@@ -42,7 +42,7 @@ def test_numpy_arrays_with_nulls_and_narrowing():
 
 
 def test_no_pandas_import():
-    code = ("import sys, pyarrow as pa; from ingest.columns import from_list; "
+    code = ("import sys, pyarrow as pa; from polytrace.columns import from_list; "
             "from_list(['x', None], pa.string()); from_list([1, 2], pa.int32()); "
             "print('pandas' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

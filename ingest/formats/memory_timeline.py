@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from polytrace.ingest.columns import from_numpy
+from polytrace.columns import from_numpy
 from polytrace.ingest.contract import Format, IngestError, Parsed, Sample
 from polytrace.ingest.gpu_trace import MEMORY_COLUMNS as CATEGORIES, RankTrace, rank_in_file_name
 from polytrace.ingest.sources import BLOCK_BYTES, blocks, name_of

@@ -17,7 +17,7 @@ import pyarrow as pa
 from msgspec.structs import astuple
 
 from polytrace.ingest.canonical import KEY_TYPES, TOOL_TYPES, TURN_TYPES, samples_table, table
-from polytrace.ingest.columns import from_list
+from polytrace.columns import from_list
 from polytrace.ingest.contract import Format, Parsed, Sample
 from polytrace.ingest.jsonl import Length, Seconds, SmallInt, decode_batches, encode_lines
 from polytrace.ingest.layout import run_facts

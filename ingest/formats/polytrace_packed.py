@@ -8,7 +8,7 @@ import numpy as np
 import pyarrow as pa
 
 from polytrace.ingest.canonical import SAMPLE_TYPES, table
-from polytrace.ingest.columns import from_list, from_numpy
+from polytrace.columns import from_list, from_numpy
 from polytrace.ingest.contract import Format, IngestError, Parsed, Sample
 from polytrace.ingest.jsonl import Length, SmallInt, decode_batches, encode_lines
 from polytrace.ingest.layout import run_facts

@@ -47,7 +47,7 @@ from typing import Iterator
 import numpy as np
 import pyarrow as pa
 
-from polytrace.ingest.columns import from_list, from_numpy
+from polytrace.columns import from_list, from_numpy
 from polytrace.ingest.contract import Format, IngestError, Parsed, Sample
 from polytrace.ingest.sources import blocks
 

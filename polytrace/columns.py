@@ -1,4 +1,4 @@
-"""Arrow arrays built straight from numpy arrays and Python lists, for every format's tables.
+"""Arrow arrays built straight from numpy arrays and Python lists, for every table written to the store.
 
 `pa.array()` imports pandas on its first call, to check whether its input is a pandas
 object. That import takes about 0.2 s, a fifth of ingesting a 120 MB Kineto trace, and
